@@ -1,0 +1,70 @@
+package sinks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrClosed is returned by a sink or writer used after Close.
+var ErrClosed = errors.New("sinks: closed")
+
+// EventError is the failure of one event in a batch.
+type EventError struct {
+	// Index is the event's index in the batch passed to Write.
+	Index int
+	// Err says what is wrong with the event.
+	Err error
+}
+
+// BatchError reports the events of one Write that could not be written. The
+// other events of the batch were taken.
+type BatchError struct {
+	Failed []EventError
+}
+
+func (e *BatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d event(s) could not be written", len(e.Failed))
+	for i, f := range e.Failed {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; event %d: %v", f.Index, f.Err)
+	}
+	return b.String()
+}
+
+// transientError marks an error worth retrying.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// Transient marks err as transient: the operation may succeed if retried
+// (connection refused or reset, server shutting down, serialization failure).
+// Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err: err}
+}
+
+// IsTransient reports whether err, or an error it wraps, was marked with
+// [Transient].
+func IsTransient(err error) bool {
+	var t *transientError
+	return errors.As(err, &t)
+}
+
+// FieldError is a config problem at a field path relative to the sink block,
+// such as "table" or "columns.amount.type".
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }

@@ -1,0 +1,70 @@
+package sinks
+
+import (
+	"fmt"
+	"time"
+)
+
+// Event is one Event Hubs event as the runner hands it to a sink. Events of one
+// partition arrive in sequence-number order.
+//
+// A sink must not retain Body or Properties after Write returns unless it
+// copies them: the runner may reuse the memory for the next batch.
+type Event struct {
+	// Partition is the Event Hubs partition ID the event was read from.
+	Partition string
+	// SequenceNumber is the event's position in its partition, from 0.
+	SequenceNumber int64
+	// Offset is the service-assigned opaque position of the event.
+	Offset string
+	// EnqueuedTime is when the event was accepted by Event Hubs (UTC, ms precision).
+	EnqueuedTime time.Time
+	// PartitionKey is the key the event was sent with, or nil.
+	PartitionKey *string
+	// ContentType is the event's content type, or nil.
+	ContentType *string
+	// Properties are the event's application properties, or nil.
+	Properties map[string]any
+	// Body is the event payload.
+	Body []byte
+}
+
+// Position returns the position of e.
+func (e *Event) Position() Position {
+	return Position{SequenceNumber: e.SequenceNumber, Offset: e.Offset}
+}
+
+// String names the event for error messages and logs.
+func (e *Event) String() string {
+	return fmt.Sprintf("partition %s seq %d", e.Partition, e.SequenceNumber)
+}
+
+// Position is a place in a partition: the sequence number and offset of one
+// event. A *Position that is nil means "nothing yet".
+type Position struct {
+	// SequenceNumber of the event.
+	SequenceNumber int64
+	// Offset of the event; may be empty when only the sequence number is known.
+	Offset string
+}
+
+// Covers reports whether the watermark w (nil: nothing committed) already
+// includes the event with sequence number seq.
+func Covers(w *Position, seq int64) bool {
+	return w != nil && seq <= w.SequenceNumber
+}
+
+// Later returns the later of two positions by sequence number; nil counts as
+// earlier than any position.
+func Later(a, b *Position) *Position {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case b.SequenceNumber > a.SequenceNumber:
+		return b
+	default:
+		return a
+	}
+}
