@@ -1,0 +1,382 @@
+package sinktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Harness tells the kit how to build the sink under test and read it back.
+type Harness struct {
+	// New returns the sink under test. Each call stands for a process start:
+	// the sink must see everything that earlier sinks committed, and each
+	// test case calls New with its own t, so a harness should give each
+	// case a fresh destination (table, directory) keyed by t.Name().
+	// Required.
+	New func(t *testing.T) sinks.Sink
+	// Committed returns the sequence numbers the sink durably holds for a
+	// partition, read back independently of the sink (SQL, a file reader),
+	// in the order the sink stores them. Required.
+	Committed func(t *testing.T, partition string) []int64
+	// BadEvent, when set, returns an event the sink must reject as one that
+	// cannot be written (a value that does not convert to its column).
+	BadEvent func(partition string, seq int64) sinks.Event
+	// NoWatermark says the sink keeps no watermark (stdout): Open always
+	// reports none, and the restart and replay cases are skipped.
+	NoWatermark bool
+	// Fencing says the sink drops, at commit time, what another writer of
+	// the same partition already committed, so two owners at once write
+	// nothing twice.
+	Fencing bool
+}
+
+// Event returns the kit's standard event for a partition and sequence
+// number. Its body is JSON with the fields id, seq, customer, amount and ts.
+func Event(partition string, seq int64) sinks.Event {
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(seq) * time.Millisecond)
+	key := "c-" + strconv.FormatInt(seq%7, 10)
+	body := fmt.Sprintf(`{"id":"%s-%d","seq":%d,"customer":%q,"amount":%d.25,"ts":%q}`,
+		partition, seq, seq, key, seq%1000, ts.Format(time.RFC3339Nano))
+	return sinks.Event{
+		Partition:      partition,
+		SequenceNumber: seq,
+		Offset:         strconv.FormatInt(seq*1000, 10),
+		EnqueuedTime:   ts,
+		PartitionKey:   &key,
+		Properties:     map[string]any{"source": "sinktest"},
+		Body:           []byte(body),
+	}
+}
+
+// Events returns Event(partition, seq) for seq in [from, to].
+func Events(partition string, from, to int64) []sinks.Event {
+	out := make([]sinks.Event, 0, to-from+1)
+	for s := from; s <= to; s++ {
+		out = append(out, Event(partition, s))
+	}
+	return out
+}
+
+// Run runs the conformance cases against the harness.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil || h.Committed == nil {
+		t.Fatal("sinktest: Harness.New and Harness.Committed are required")
+	}
+	cases := []struct {
+		name string
+		run  func(t *testing.T, h Harness)
+		skip bool
+	}{
+		{"FlushedIsVisible", caseFlushedIsVisible, false},
+		{"EmptyFlush", caseEmptyFlush, false},
+		{"RestartResumesFromWatermark", caseRestartResumes, h.NoWatermark},
+		{"CloseWithoutFlushAbandons", caseCloseAbandons, h.NoWatermark},
+		{"ReplayWritesNothingTwice", caseReplay, h.NoWatermark},
+		{"OrderPerPartition", caseOrder, false},
+		{"RejectedEvent", caseRejected, h.BadEvent == nil},
+		{"TwoOwnersAtOnce", caseTwoOwners, !h.Fencing},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.skip {
+				t.Skip("not a capability of this sink (see sinktest.Harness)")
+			}
+			c.run(t, h)
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func open(t *testing.T, s sinks.Sink, partition string) (sinks.Writer, *sinks.Position) {
+	t.Helper()
+	w, wm, err := s.Open(ctx(t), partition)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", partition, err)
+	}
+	return w, wm
+}
+
+func newSink(t *testing.T, h Harness) sinks.Sink {
+	t.Helper()
+	s := h.New(t)
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("Sink.Close: %v", err)
+		}
+	})
+	return s
+}
+
+// writeFlush writes events and flushes, failing the test on any error, and
+// returns the watermark Flush reported.
+func writeFlush(t *testing.T, w sinks.Writer, events []sinks.Event) *sinks.Position {
+	t.Helper()
+	if err := w.Write(ctx(t), events); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	wm, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	return wm
+}
+
+func closeWriter(t *testing.T, w sinks.Writer) {
+	t.Helper()
+	if err := w.Close(ctx(t)); err != nil {
+		t.Fatalf("Writer.Close: %v", err)
+	}
+}
+
+func wantSeqs(t *testing.T, h Harness, partition string, from, to int64) {
+	t.Helper()
+	got := h.Committed(t, partition)
+	want := make([]int64, 0, to-from+1)
+	for s := from; s <= to; s++ {
+		want = append(want, s)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("partition %s holds %s, want %s", partition, summarize(got), summarize(want))
+	}
+}
+
+func wantWatermark(t *testing.T, got *sinks.Position, seq int64) {
+	t.Helper()
+	if got == nil || got.SequenceNumber != seq {
+		t.Fatalf("watermark = %v, want seq %d", got, seq)
+	}
+}
+
+func caseFlushedIsVisible(t *testing.T, h Harness) {
+	s := newSink(t, h)
+	w, _ := open(t, s, "0")
+	var wm *sinks.Position
+	for from := int64(0); from < 50; from += 10 {
+		wm = writeFlush(t, w, Events("0", from, from+9))
+	}
+	closeWriter(t, w)
+	if !h.NoWatermark {
+		wantWatermark(t, wm, 49)
+	}
+	wantSeqs(t, h, "0", 0, 49)
+}
+
+func caseEmptyFlush(t *testing.T, h Harness) {
+	s := newSink(t, h)
+	w, _ := open(t, s, "0")
+	defer closeWriter(t, w)
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Fatalf("Flush with nothing written: %v", err)
+	}
+	wm := writeFlush(t, w, Events("0", 0, 4))
+	again, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatalf("second Flush: %v", err)
+	}
+	if !h.NoWatermark && (again == nil || wm == nil || again.SequenceNumber != wm.SequenceNumber) {
+		t.Fatalf("empty Flush moved the watermark: %v then %v", wm, again)
+	}
+	wantSeqs(t, h, "0", 0, 4)
+}
+
+func caseRestartResumes(t *testing.T, h Harness) {
+	first := newSink(t, h)
+	w, wm := open(t, first, "3")
+	if wm != nil {
+		t.Fatalf("fresh destination reports watermark %v", wm)
+	}
+	writeFlush(t, w, Events("3", 0, 19))
+	closeWriter(t, w)
+
+	second := newSink(t, h)
+	w, wm = open(t, second, "3")
+	wantWatermark(t, wm, 19)
+	writeFlush(t, w, Events("3", 20, 29))
+	closeWriter(t, w)
+	wantSeqs(t, h, "3", 0, 29)
+}
+
+func caseCloseAbandons(t *testing.T, h Harness) {
+	s := newSink(t, h)
+	w, _ := open(t, s, "1")
+	writeFlush(t, w, Events("1", 0, 9))
+	if err := w.Write(ctx(t), Events("1", 10, 19)); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	closeWriter(t, w) // a lost partition: no flush
+	wantSeqs(t, h, "1", 0, 9)
+
+	w, wm := open(t, newSink(t, h), "1")
+	wantWatermark(t, wm, 9)
+	writeFlush(t, w, dedupe.After(Events("1", 0, 19), wm))
+	closeWriter(t, w)
+	wantSeqs(t, h, "1", 0, 19)
+}
+
+func caseReplay(t *testing.T, h Harness) {
+	// A crash after the sink committed and before the checkpoint: the next
+	// process reads again from the old checkpoint, and the runner drops
+	// what the sink's watermark covers.
+	s := newSink(t, h)
+	w, _ := open(t, s, "2")
+	writeFlush(t, w, Events("2", 0, 19))
+	closeWriter(t, w)
+
+	w, wm := open(t, newSink(t, h), "2")
+	wantWatermark(t, wm, 19)
+	replay := Events("2", 0, 29)
+	for len(replay) > 0 {
+		n := min(7, len(replay))
+		if batch := dedupe.After(replay[:n], wm); len(batch) > 0 {
+			wm = writeFlush(t, w, batch)
+		}
+		replay = replay[n:]
+	}
+	closeWriter(t, w)
+	wantWatermark(t, wm, 29)
+	wantSeqs(t, h, "2", 0, 29)
+}
+
+func caseOrder(t *testing.T, h Harness) {
+	s := newSink(t, h)
+	partitions := []string{"0", "1", "2", "3"}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(partitions))
+	for _, p := range partitions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, _, err := s.Open(ctx(t), p)
+			if err != nil {
+				errs <- fmt.Errorf("Open(%s): %w", p, err)
+				return
+			}
+			defer w.Close(context.Background())
+			for from := int64(0); from < 100; from += 25 {
+				if err := w.Write(ctx(t), Events(p, from, from+24)); err != nil {
+					errs <- fmt.Errorf("partition %s: Write: %w", p, err)
+					return
+				}
+				if _, err := w.Flush(ctx(t)); err != nil {
+					errs <- fmt.Errorf("partition %s: Flush: %w", p, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, p := range partitions {
+		wantSeqs(t, h, p, 0, 99)
+	}
+}
+
+func caseRejected(t *testing.T, h Harness) {
+	s := newSink(t, h)
+	w, _ := open(t, s, "0")
+	defer closeWriter(t, w)
+	batch := Events("0", 0, 9)
+	batch[4] = h.BadEvent("0", 4)
+	err := w.Write(ctx(t), batch)
+	var be *sinks.BatchError
+	if !errors.As(err, &be) {
+		t.Fatalf("Write with a bad event: got %v, want a *sinks.BatchError", err)
+	}
+	if len(be.Failed) != 1 || be.Failed[0].Index != 4 || be.Failed[0].Err == nil {
+		t.Fatalf("BatchError.Failed = %+v, want one failure at index 4 with a reason", be.Failed)
+	}
+	if dl, ok := w.(sinks.DeadLetterer); ok {
+		letter := sinks.DeadLetter{Event: batch[4], Reason: be.Failed[0].Err.Error(), FailedAt: time.Now()}
+		if err := dl.DeadLetter(ctx(t), []sinks.DeadLetter{letter}); err != nil {
+			t.Fatalf("DeadLetter: %v", err)
+		}
+	}
+	wm, err := w.Flush(ctx(t))
+	if err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if !h.NoWatermark {
+		wantWatermark(t, wm, 9)
+	}
+	got := h.Committed(t, "0")
+	want := []int64{0, 1, 2, 3, 5, 6, 7, 8, 9}
+	if !slices.Equal(got, want) {
+		t.Fatalf("partition 0 holds %v, want %v (the rejected event left out, the others kept)", got, want)
+	}
+}
+
+func caseTwoOwners(t *testing.T, h Harness) {
+	// Ownership moved while the old owner was paused: both opened at the
+	// same watermark and both commit overlapping ranges.
+	a, b := newSink(t, h), newSink(t, h)
+	wa, _ := open(t, a, "5")
+	wb, _ := open(t, b, "5")
+	writeFlush(t, wb, Events("5", 0, 19))
+	if err := wa.Write(ctx(t), Events("5", 0, 29)); err != nil {
+		t.Fatalf("stale owner Write: %v", err)
+	}
+	if _, err := wa.Flush(ctx(t)); err != nil {
+		t.Logf("stale owner Flush failed (allowed): %v", err)
+	}
+	closeWriter(t, wa)
+	closeWriter(t, wb)
+	got := h.Committed(t, "5")
+	seen := make(map[int64]bool)
+	for _, s := range got {
+		if seen[s] {
+			t.Fatalf("seq %d written twice: %s", s, summarize(got))
+		}
+		seen[s] = true
+	}
+	for s := int64(0); s < 20; s++ {
+		if !seen[s] {
+			t.Fatalf("seq %d missing: %s", s, summarize(got))
+		}
+	}
+}
+
+// summarize prints a long sequence list compactly as ranges.
+func summarize(seqs []int64) string {
+	if len(seqs) == 0 {
+		return "[]"
+	}
+	out := "["
+	start, prev := seqs[0], seqs[0]
+	flush := func() {
+		if out != "[" {
+			out += " "
+		}
+		if start == prev {
+			out += strconv.FormatInt(start, 10)
+		} else {
+			out += fmt.Sprintf("%d-%d", start, prev)
+		}
+	}
+	for _, s := range seqs[1:] {
+		if s == prev+1 {
+			prev = s
+			continue
+		}
+		flush()
+		start, prev = s, s
+	}
+	flush()
+	return out + "]"
+}

@@ -1,0 +1,219 @@
+package sinktest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// FaultPoint names a step of a writer where a [Memory] sink can be made to fail.
+type FaultPoint string
+
+// The fault points of a [Memory] sink, in the order a flush meets them.
+const (
+	// BeforeWrite fails Write before it takes anything.
+	BeforeWrite FaultPoint = "before-write"
+	// BeforeCommit fails Flush before anything becomes durable.
+	BeforeCommit FaultPoint = "before-commit"
+	// AfterCommit fails Flush after the data became durable, as a connection
+	// lost while the commit was acknowledged would.
+	AfterCommit FaultPoint = "after-commit"
+)
+
+// Memory is an in-memory sink whose committed state outlives its writers,
+// so a test can stand for a process restart by opening a new writer. Commits
+// are fenced: events at or below the partition's committed watermark are
+// dropped at commit time, as a sink keeping its watermark with the data
+// would. Memory is safe for concurrent use.
+type Memory struct {
+	mu         sync.Mutex // guards the fields below
+	committed  map[string][]sinks.Event
+	watermarks map[string]sinks.Position
+	dead       map[string][]sinks.DeadLetter
+	fault      func(point FaultPoint, partition string) error
+	reject     func(ev *sinks.Event) error
+}
+
+// NewMemory returns an empty in-memory sink.
+func NewMemory() *Memory {
+	return &Memory{
+		committed:  make(map[string][]sinks.Event),
+		watermarks: make(map[string]sinks.Position),
+		dead:       make(map[string][]sinks.DeadLetter),
+	}
+}
+
+// SetFault installs fn, called at every fault point; a non-nil result fails
+// the step with that error. nil removes the hook.
+func (m *Memory) SetFault(fn func(point FaultPoint, partition string) error) {
+	m.mu.Lock()
+	m.fault = fn
+	m.mu.Unlock()
+}
+
+// SetReject installs fn, called for every written event; a non-nil result
+// rejects the event as one that cannot be written (reported in a
+// [sinks.BatchError]).
+func (m *Memory) SetReject(fn func(ev *sinks.Event) error) {
+	m.mu.Lock()
+	m.reject = fn
+	m.mu.Unlock()
+}
+
+// Committed returns the sequence numbers the sink durably holds for a partition, in commit order.
+func (m *Memory) Committed(partition string) []int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]int64, len(m.committed[partition]))
+	for i, ev := range m.committed[partition] {
+		out[i] = ev.SequenceNumber
+	}
+	return out
+}
+
+// Events returns copies of the events the sink durably holds for a partition.
+func (m *Memory) Events(partition string) []sinks.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.committed[partition])
+}
+
+// DeadLetters returns the dead letters committed for a partition.
+func (m *Memory) DeadLetters(partition string) []sinks.DeadLetter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.dead[partition])
+}
+
+// Driver returns a driver whose sinks all write to m, for registering in a
+// test's own [sinks.Registry]. Its config takes no keys.
+func (m *Memory) Driver() sinks.Driver { return memoryDriver{m} }
+
+type memoryDriver struct{ m *Memory }
+
+func (d memoryDriver) NewConfig() any { return &struct{}{} }
+
+func (d memoryDriver) New(context.Context, any, sinks.Info) (sinks.Sink, error) { return d.m, nil }
+
+func (m *Memory) faultAt(p FaultPoint, partition string) error {
+	m.mu.Lock()
+	f := m.fault
+	m.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f(p, partition)
+}
+
+// Open implements [sinks.Sink].
+func (m *Memory) Open(_ context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := &memoryWriter{m: m, partition: partition}
+	if pos, ok := m.watermarks[partition]; ok {
+		return w, &pos, nil
+	}
+	return w, nil, nil
+}
+
+// Close implements [sinks.Sink]; the committed state stays readable.
+func (m *Memory) Close(context.Context) error { return nil }
+
+type memoryWriter struct {
+	m         *Memory
+	partition string
+	pending   []sinks.Event
+	letters   []sinks.DeadLetter
+	last      *sinks.Position // last event handed to Write
+	closed    bool
+}
+
+func (w *memoryWriter) Write(_ context.Context, events []sinks.Event) error {
+	if w.closed {
+		return sinks.ErrClosed
+	}
+	if err := w.m.faultAt(BeforeWrite, w.partition); err != nil {
+		return err
+	}
+	w.m.mu.Lock()
+	reject := w.m.reject
+	w.m.mu.Unlock()
+	var failed []sinks.EventError
+	for i := range events {
+		ev := events[i]
+		if reject != nil {
+			if err := reject(&ev); err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+				continue
+			}
+		}
+		// Copy what the caller may reuse.
+		ev.Body = slices.Clone(ev.Body)
+		w.pending = append(w.pending, ev)
+	}
+	if len(events) > 0 {
+		p := events[len(events)-1].Position()
+		w.last = &p
+	}
+	if failed != nil {
+		return &sinks.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+func (w *memoryWriter) DeadLetter(_ context.Context, letters []sinks.DeadLetter) error {
+	if w.closed {
+		return sinks.ErrClosed
+	}
+	w.letters = append(w.letters, letters...)
+	return nil
+}
+
+func (w *memoryWriter) Flush(context.Context) (*sinks.Position, error) {
+	if w.closed {
+		return nil, sinks.ErrClosed
+	}
+	if err := w.m.faultAt(BeforeCommit, w.partition); err != nil {
+		return nil, err
+	}
+	m := w.m
+	m.mu.Lock()
+	wm, has := m.watermarks[w.partition]
+	for _, ev := range w.pending {
+		if has && ev.SequenceNumber <= wm.SequenceNumber {
+			continue // fenced: another writer committed it already
+		}
+		m.committed[w.partition] = append(m.committed[w.partition], ev)
+	}
+	for _, dl := range w.letters {
+		if has && dl.Event.SequenceNumber <= wm.SequenceNumber {
+			continue
+		}
+		m.dead[w.partition] = append(m.dead[w.partition], dl)
+	}
+	if w.last != nil && (!has || w.last.SequenceNumber > wm.SequenceNumber) {
+		m.watermarks[w.partition] = *w.last
+	}
+	var out *sinks.Position
+	if pos, ok := m.watermarks[w.partition]; ok {
+		out = &pos
+	}
+	m.mu.Unlock()
+	w.pending, w.letters = w.pending[:0], w.letters[:0]
+	if err := m.faultAt(AfterCommit, w.partition); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (w *memoryWriter) Close(context.Context) error {
+	w.closed = true
+	w.pending, w.letters = nil, nil
+	return nil
+}
+
+// String names the sink in test failures.
+func (m *Memory) String() string { return fmt.Sprintf("sinktest.Memory(%p)", m) }

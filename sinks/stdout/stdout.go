@@ -1,0 +1,177 @@
+// Package stdout is the stdout sink: each event becomes one line, either a
+// JSON envelope with the event's metadata or the raw body.
+//
+// Each partition writer gathers its lines in its own buffer and hands the
+// whole buffer to the shared output under a lock at Flush, so lines of two
+// partitions never interleave inside one line. The sink keeps no watermark
+// (a terminal cannot be read back): after a crash, events between the last
+// checkpoint and the crash are printed again.
+package stdout
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+func init() { sinks.Register("stdout", driver{}) }
+
+// Config is the stdout sink's `sink:` block.
+type Config struct {
+	// Format is json (an envelope per line: partition, sequence_number,
+	// offset, enqueued_time, partition_key, properties, body) or raw (the
+	// body as is, one per line). If empty, json.
+	Format string `yaml:"format"`
+	// Output is stdout or stderr. If empty, stdout.
+	Output string `yaml:"output"`
+}
+
+// Validate implements sinks.Validator.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Format {
+	case "", "json", "raw":
+	default:
+		errs = append(errs, &sinks.FieldError{Field: "format", Err: fmt.Errorf("unknown format %q (want json or raw)", c.Format)})
+	}
+	switch c.Output {
+	case "", "stdout", "stderr":
+	default:
+		errs = append(errs, &sinks.FieldError{Field: "output", Err: fmt.Errorf("unknown output %q (want stdout or stderr)", c.Output)})
+	}
+	return errors.Join(errs...)
+}
+
+type driver struct{}
+
+func (driver) NewConfig() any { return &Config{Format: "json", Output: "stdout"} }
+
+func (driver) New(_ context.Context, cfg any, _ sinks.Info) (sinks.Sink, error) {
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, fmt.Errorf("stdout: config is %T, want *stdout.Config", cfg)
+	}
+	out := io.Writer(os.Stdout)
+	if c.Output == "stderr" {
+		out = os.Stderr
+	}
+	return New(out, *c), nil
+}
+
+// Sink writes lines to one io.Writer. It is safe for concurrent use.
+type Sink struct {
+	raw bool
+	mu  sync.Mutex // guards out
+	out *bufio.Writer
+}
+
+// New returns a sink writing to w.
+func New(w io.Writer, cfg Config) *Sink {
+	return &Sink{raw: cfg.Format == "raw", out: bufio.NewWriterSize(w, 64<<10)}
+}
+
+// Open implements sinks.Sink. The stdout sink keeps no watermark.
+func (s *Sink) Open(_ context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+	return &writer{s: s}, nil, nil
+}
+
+// Close implements sinks.Sink; it flushes what is buffered in the shared
+// output and does not close the underlying writer.
+func (s *Sink) Close(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.Flush()
+}
+
+type writer struct {
+	s    *Sink
+	buf  bytes.Buffer
+	last *sinks.Position
+}
+
+// envelope is one JSON line. Body is the event's JSON as is when it is
+// valid JSON, otherwise a base64 string with BodyEncoding "base64".
+type envelope struct {
+	Partition      string          `json:"partition"`
+	SequenceNumber int64           `json:"sequence_number"`
+	Offset         string          `json:"offset"`
+	EnqueuedTime   time.Time       `json:"enqueued_time"`
+	PartitionKey   *string         `json:"partition_key,omitempty"`
+	ContentType    *string         `json:"content_type,omitempty"`
+	Properties     map[string]any  `json:"properties,omitempty"`
+	Body           json.RawMessage `json:"body"`
+	BodyEncoding   string          `json:"body_encoding,omitempty"`
+}
+
+func (w *writer) Write(_ context.Context, events []sinks.Event) error {
+	var failed []sinks.EventError
+	for i := range events {
+		ev := &events[i]
+		if w.s.raw {
+			w.buf.Write(ev.Body)
+			w.buf.WriteByte('\n')
+			continue
+		}
+		env := envelope{
+			Partition:      ev.Partition,
+			SequenceNumber: ev.SequenceNumber,
+			Offset:         ev.Offset,
+			EnqueuedTime:   ev.EnqueuedTime.UTC(),
+			PartitionKey:   ev.PartitionKey,
+			ContentType:    ev.ContentType,
+			Properties:     ev.Properties,
+		}
+		if json.Valid(ev.Body) {
+			env.Body = ev.Body
+		} else {
+			env.Body, _ = json.Marshal(base64.StdEncoding.EncodeToString(ev.Body))
+			env.BodyEncoding = "base64"
+		}
+		line, err := json.Marshal(env)
+		if err != nil {
+			// Only properties can fail to encode (a value JSON cannot hold).
+			failed = append(failed, sinks.EventError{Index: i, Err: fmt.Errorf("encode envelope: %w", err)})
+			continue
+		}
+		w.buf.Write(line)
+		w.buf.WriteByte('\n')
+	}
+	if len(events) > 0 {
+		p := events[len(events)-1].Position()
+		w.last = &p
+	}
+	if failed != nil {
+		return &sinks.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+func (w *writer) Flush(context.Context) (*sinks.Position, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if w.buf.Len() > 0 {
+		if _, err := w.s.out.Write(w.buf.Bytes()); err != nil {
+			return nil, fmt.Errorf("stdout: write: %w", err)
+		}
+		w.buf.Reset()
+	}
+	if err := w.s.out.Flush(); err != nil {
+		return nil, fmt.Errorf("stdout: flush: %w", err)
+	}
+	return w.last, nil
+}
+
+func (w *writer) Close(context.Context) error {
+	w.buf.Reset()
+	return nil
+}
