@@ -1,0 +1,65 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// unknownKey builds the error for a key that names no field, suggesting the
+// closest known key, or listing them all when none is close.
+func unknownKey(key string, known []string) error {
+	if s := suggest(key, known); s != "" {
+		return fmt.Errorf("unknown key (did you mean %s?)", s)
+	}
+	if len(known) == 0 {
+		return errors.New("unknown key (no keys are allowed here)")
+	}
+	return fmt.Errorf("unknown key (known keys: %s)", strings.Join(known, ", "))
+}
+
+// suggest returns the candidate closest to word by edit distance (with
+// transpositions, case-insensitive), or "" if none is close enough to be a
+// likely typo: at most a third of the word's length, and at least one edit.
+func suggest(word string, candidates []string) string {
+	best, bestDist := "", -1
+	w := strings.ToLower(word)
+	for _, c := range candidates {
+		d := editDistance(w, strings.ToLower(c))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	limit := max(1, min(3, len([]rune(word))/3))
+	if bestDist < 0 || bestDist > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and transpositions of adjacent runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
+}
