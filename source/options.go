@@ -1,0 +1,176 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Defaults applied to zero fields of [Options].
+const (
+	DefaultMaxEvents           = 500
+	DefaultMaxWait             = time.Second
+	DefaultUpdateInterval      = 10 * time.Second
+	DefaultOwnershipExpiration = time.Minute
+)
+
+// Options configures a [Source]. Zero values take the documented defaults;
+// [Options.Validate] reports every problem at once.
+type Options struct {
+	// Connection is an Event Hubs connection string, with or without
+	// EntityPath. Either Connection or Namespace+Credential is required.
+	Connection secret.String
+	// Namespace is the fully qualified namespace (NAME.servicebus.windows.net),
+	// used with Credential when Connection is empty.
+	Namespace string
+	// Credential authenticates to Namespace (for example
+	// azidentity.NewDefaultAzureCredential).
+	Credential azcore.TokenCredential
+	// EventHub is the event hub name. Required unless Connection has an
+	// EntityPath; if both are set they must agree.
+	EventHub string
+	// ConsumerGroup is the consumer group. If empty, $Default.
+	ConsumerGroup string
+	// Start is where a partition with no checkpoint and no sink watermark
+	// starts: "earliest", "latest", an RFC 3339 enqueued time (inclusive) or
+	// "seq:N" (the event with sequence number N, inclusive). If empty, earliest.
+	Start string
+	// StartPartitions overrides Start per partition ID.
+	StartPartitions map[string]string
+	// OnInvalidCheckpoint is what to do when a resume position points past the
+	// partition's last event or before its retained start: "fail" (Run
+	// returns ErrInvalidCheckpoint), "earliest" or "latest". If empty, fail.
+	OnInvalidCheckpoint string
+	// MaxEvents is the most events one Receive returns. If zero, 500.
+	MaxEvents int
+	// MaxWait is the longest one Receive waits for MaxEvents. If zero, 1s.
+	MaxWait time.Duration
+	// Prefetch is the number of events the SDK keeps ready per partition. If
+	// zero, the SDK's 300; negative disables prefetch (MaxEvents is then at
+	// most 5000).
+	Prefetch int
+	// Strategy is the SDK load-balancing strategy, "balanced" or "greedy".
+	// If empty, balanced.
+	Strategy string
+	// UpdateInterval is how often ownership is renewed and rebalanced. If zero, 10s.
+	UpdateInterval time.Duration
+	// OwnershipExpiration is how long an unrenewed ownership lasts. If zero,
+	// 60s. It must be at least twice UpdateInterval, and MaxWait must not
+	// exceed it.
+	OwnershipExpiration time.Duration
+	// Store keeps checkpoints and ownership leases. Required.
+	Store azeventhubs.CheckpointStore
+	// Watermark, when set, returns the sink's committed position for a
+	// partition (nil: nothing committed). The resume position of a newly
+	// owned partition is the later of it and the checkpoint.
+	Watermark func(ctx context.Context, partition string) (*sinks.Position, error)
+	// InstanceID is this replica's owner ID in the ownership leases and its
+	// receiver name on the service. If empty, a random ID.
+	InstanceID string
+	// Logger receives claims, losses and resume decisions. If nil, logs are discarded.
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of o with defaults applied.
+func (o Options) withDefaults() Options {
+	if o.ConsumerGroup == "" {
+		o.ConsumerGroup = azeventhubs.DefaultConsumerGroup
+	}
+	if o.Start == "" {
+		o.Start = "earliest"
+	}
+	if o.OnInvalidCheckpoint == "" {
+		o.OnInvalidCheckpoint = string(PolicyFail)
+	}
+	if o.MaxEvents == 0 {
+		o.MaxEvents = DefaultMaxEvents
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.Strategy == "" {
+		o.Strategy = string(azeventhubs.ProcessorStrategyBalanced)
+	}
+	if o.UpdateInterval == 0 {
+		o.UpdateInterval = DefaultUpdateInterval
+	}
+	if o.OwnershipExpiration == 0 {
+		o.OwnershipExpiration = DefaultOwnershipExpiration
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports every problem of o (after defaults), joined.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	var errs []error
+	switch {
+	case o.Connection == "" && o.Namespace == "":
+		errs = append(errs, errors.New("connection or namespace is required"))
+	case o.Connection != "" && o.Namespace != "":
+		errs = append(errs, errors.New("connection and namespace are mutually exclusive"))
+	case o.Namespace != "" && o.Credential == nil:
+		errs = append(errs, errors.New("namespace needs a credential"))
+	}
+	if o.Connection == "" && o.EventHub == "" {
+		errs = append(errs, errors.New("eventhub is required"))
+	}
+	if _, err := ParseStart(o.Start); err != nil {
+		errs = append(errs, fmt.Errorf("start: %w", err))
+	}
+	ids := make([]string, 0, len(o.StartPartitions))
+	for id := range o.StartPartitions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if _, err := ParseStart(o.StartPartitions[id]); err != nil {
+			errs = append(errs, fmt.Errorf("start_partitions[%s]: %w", id, err))
+		}
+	}
+	if _, err := ParsePolicy(o.OnInvalidCheckpoint); err != nil {
+		errs = append(errs, fmt.Errorf("on_invalid_checkpoint: %w", err))
+	}
+	if o.MaxEvents < 0 {
+		errs = append(errs, fmt.Errorf("max_events: %d must be positive", o.MaxEvents))
+	}
+	if o.Prefetch < 0 && o.MaxEvents > 5000 {
+		errs = append(errs, fmt.Errorf("max_events: %d exceeds 5000, the limit with prefetch disabled", o.MaxEvents))
+	}
+	if o.Prefetch > 5000 {
+		errs = append(errs, fmt.Errorf("prefetch: %d exceeds 5000", o.Prefetch))
+	}
+	if o.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("max_wait: %s must be positive", o.MaxWait))
+	}
+	switch azeventhubs.ProcessorStrategy(o.Strategy) {
+	case azeventhubs.ProcessorStrategyBalanced, azeventhubs.ProcessorStrategyGreedy:
+	default:
+		errs = append(errs, fmt.Errorf("strategy: unknown %q (want balanced or greedy)", o.Strategy))
+	}
+	if o.UpdateInterval < 0 || o.OwnershipExpiration < 0 {
+		errs = append(errs, errors.New("update_interval and ownership_expiration must be positive"))
+	} else if o.OwnershipExpiration < 2*o.UpdateInterval {
+		errs = append(errs, fmt.Errorf("ownership_expiration: %s is shorter than twice update_interval %s: a replica would lose its partitions between two renewals",
+			o.OwnershipExpiration, o.UpdateInterval))
+	}
+	if o.MaxWait > o.OwnershipExpiration {
+		errs = append(errs, fmt.Errorf("max_wait: %s is longer than ownership_expiration %s", o.MaxWait, o.OwnershipExpiration))
+	}
+	if o.Store == nil {
+		errs = append(errs, errors.New("checkpoint store is required"))
+	}
+	return errors.Join(errs...)
+}

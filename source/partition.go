@@ -1,0 +1,137 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Partition is one partition this replica owns, handed to the handler of
+// [Source.Run]. It is meant for the one goroutine running that handler; its
+// methods must not be called after the handler returned.
+type Partition struct {
+	s    *Source
+	id   string
+	pc   *azeventhubs.ProcessorPartitionClient
+	lost atomic.Bool
+}
+
+func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient) *Partition {
+	return &Partition{s: s, id: pc.PartitionID(), pc: pc}
+}
+
+// ID returns the partition ID.
+func (p *Partition) ID() string { return p.id }
+
+// Receive returns the next events of the partition in sequence-number order:
+// up to MaxEvents, waiting at most MaxWait after the call began (an empty
+// batch is not an error). Once another owner took the partition it returns
+// an error matching ErrOwnershipLost; events of the interrupted call are
+// dropped (the new owner reads them). ctx bounds the call.
+func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
+	if p.lost.Load() {
+		return nil, p.lostErr(nil)
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.s.opts.MaxWait)
+	defer cancel()
+	got, err := p.pc.ReceiveEvents(wctx, p.s.opts.MaxEvents, nil)
+	if err != nil {
+		switch {
+		case isOwnershipLost(err):
+			p.markLost(ctx, err)
+			return nil, p.lostErr(err)
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("partition %s: receive: %w", p.id, ctx.Err())
+		case wctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+			return nil, nil // MaxWait passed without events
+		}
+		return nil, fmt.Errorf("event hub %q partition %s: receive: %w", p.s.hub, p.id, err)
+	}
+	events := make([]sinks.Event, len(got))
+	for i, e := range got {
+		events[i] = sinks.Event{
+			Partition:      p.id,
+			SequenceNumber: e.SequenceNumber,
+			Offset:         e.Offset,
+			PartitionKey:   e.PartitionKey,
+			ContentType:    e.ContentType,
+			Properties:     e.Properties,
+			Body:           e.Body,
+		}
+		if e.EnqueuedTime != nil {
+			events[i].EnqueuedTime = e.EnqueuedTime.UTC()
+		}
+	}
+	return events, nil
+}
+
+// Checkpoint records pos, the last event the sink committed, in the
+// checkpoint store. It first checks the partition's lease: when another
+// owner holds it, it writes nothing and returns an error matching
+// ErrOwnershipLost, so a replica that lost a partition never moves the new
+// owner's checkpoint. ctx bounds the call.
+func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
+	if p.lost.Load() {
+		return p.lostErr(nil)
+	}
+	s := p.s
+	owners, err := s.opts.Store.ListOwnership(ctx, s.ns, s.hub, s.opts.ConsumerGroup, nil)
+	if err != nil {
+		return fmt.Errorf("event hub %q partition %s: checkpoint: reading ownership: %w", s.hub, p.id, err)
+	}
+	for _, o := range owners {
+		if o.PartitionID == p.id && o.OwnerID != s.owner && o.OwnerID != "" &&
+			time.Since(o.LastModifiedTime) < s.opts.OwnershipExpiration {
+			p.lost.Store(true)
+			s.log.Warn("partition lost", "partition", p.id, "owner", s.owner, "new_owner", o.OwnerID, "at", "checkpoint")
+			return p.lostErr(nil)
+		}
+	}
+	seq := pos.SequenceNumber
+	cp := azeventhubs.Checkpoint{
+		FullyQualifiedNamespace: s.ns,
+		EventHubName:            s.hub,
+		ConsumerGroup:           s.opts.ConsumerGroup,
+		PartitionID:             p.id,
+		SequenceNumber:          &seq,
+	}
+	if pos.Offset != "" {
+		off := pos.Offset
+		cp.Offset = &off
+	}
+	if err := s.opts.Store.SetCheckpoint(ctx, cp, nil); err != nil {
+		return fmt.Errorf("event hub %q partition %s: checkpoint seq %d: %w", s.hub, p.id, seq, err)
+	}
+	return nil
+}
+
+// markLost records and logs the loss, naming the new owner when the store
+// already knows it.
+func (p *Partition) markLost(ctx context.Context, cause error) {
+	if !p.lost.CompareAndSwap(false, true) {
+		return
+	}
+	s := p.s
+	newOwner := "unknown"
+	if owners, err := s.opts.Store.ListOwnership(ctx, s.ns, s.hub, s.opts.ConsumerGroup, nil); err == nil {
+		for _, o := range owners {
+			if o.PartitionID == p.id {
+				newOwner = o.OwnerID
+			}
+		}
+	}
+	s.log.Warn("partition lost", "partition", p.id, "owner", s.owner, "new_owner", newOwner, "at", "receive", "reason", cause)
+}
+
+func (p *Partition) lostErr(cause error) error {
+	if cause == nil {
+		return fmt.Errorf("event hub %q partition %s: %w", p.s.hub, p.id, ErrOwnershipLost)
+	}
+	return fmt.Errorf("event hub %q partition %s: %w: %w", p.s.hub, p.id, ErrOwnershipLost, cause)
+}

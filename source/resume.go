@@ -1,0 +1,163 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// resumeStore is the checkpoint store the SDK processor sees. The processor
+// reads checkpoints only to choose where a newly claimed partition starts;
+// resumeStore answers with the resume position instead: the later of the
+// stored checkpoint and the sink's watermark, checked against what the
+// partition still holds. Every other call goes to the real store.
+type resumeStore struct {
+	azeventhubs.CheckpointStore
+	s    *Source
+	fail func(error)
+}
+
+// ClaimOwnership remembers which partitions this replica holds, so that
+// ListCheckpoints works out resume positions only for those.
+func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Ownership, opts *azeventhubs.ClaimOwnershipOptions) ([]azeventhubs.Ownership, error) {
+	got, err := r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
+	if err != nil {
+		return got, err
+	}
+	claimed := map[string]bool{}
+	for _, o := range got {
+		if o.OwnerID == r.s.owner {
+			claimed[o.PartitionID] = true
+		}
+	}
+	r.s.mu.Lock()
+	r.s.claimed = claimed
+	r.s.mu.Unlock()
+	return got, nil
+}
+
+// ListCheckpoints returns the stored checkpoints, with the resume position in
+// place of the checkpoint for every partition this replica owns.
+func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, opts *azeventhubs.ListCheckpointsOptions) ([]azeventhubs.Checkpoint, error) {
+	stored, err := r.CheckpointStore.ListCheckpoints(ctx, ns, hub, cg, opts)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]azeventhubs.Checkpoint{}
+	for _, cp := range stored {
+		byID[cp.PartitionID] = cp
+	}
+	r.s.mu.Lock()
+	ids := make([]string, 0, len(r.s.claimed))
+	for id := range r.s.claimed {
+		ids = append(ids, id)
+	}
+	r.s.mu.Unlock()
+	sort.Strings(ids)
+	for _, id := range ids {
+		var cp *azeventhubs.Checkpoint
+		if c, ok := byID[id]; ok {
+			cp = &c
+		}
+		resume, err := r.resume(ctx, id, cp)
+		if err != nil {
+			return nil, err
+		}
+		if resume == nil {
+			delete(byID, id)
+		} else {
+			resume.FullyQualifiedNamespace, resume.EventHubName, resume.ConsumerGroup, resume.PartitionID = ns, hub, cg, id
+			byID[id] = *resume
+		}
+	}
+	out := make([]azeventhubs.Checkpoint, 0, len(byID))
+	for _, cp := range byID {
+		out = append(out, cp)
+	}
+	return out, nil
+}
+
+// resume returns the checkpoint partition id should start after (nil: none,
+// the configured start position applies).
+func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Checkpoint) (*azeventhubs.Checkpoint, error) {
+	s := r.s
+	var stored *sinks.Position
+	if cp != nil && cp.SequenceNumber != nil {
+		stored = &sinks.Position{SequenceNumber: *cp.SequenceNumber}
+		if cp.Offset != nil {
+			stored.Offset = *cp.Offset
+		}
+	}
+	var wm *sinks.Position
+	if s.opts.Watermark != nil {
+		var err error
+		wm, err = s.opts.Watermark(ctx, id)
+		if err != nil {
+			err = fmt.Errorf("event hub %q partition %s: reading the sink's watermark: %w", s.hub, id, err)
+			s.log.Warn("cannot resume partition", "partition", id, "err", err)
+			return nil, err
+		}
+	}
+	pos := sinks.Later(stored, wm)
+	if pos == nil {
+		if cp != nil {
+			// a checkpoint with only an offset (written by another tool): the
+			// SDK resumes after it; it cannot be checked by sequence number.
+			s.log.Info("partition resumes", "partition", id, "from", "checkpoint offset", "offset", deref(cp.Offset))
+			return cp, nil
+		}
+		s.log.Info("partition starts", "partition", id, "from", s.startFor(id))
+		return nil, nil
+	}
+	from := "checkpoint"
+	if pos != stored {
+		from = "sink watermark"
+	}
+	props, err := s.client.GetPartitionProperties(ctx, id, nil)
+	if err != nil {
+		err = fmt.Errorf("event hub %q partition %s: checking the resume position: %w", s.hub, id, err)
+		s.log.Warn("cannot resume partition", "partition", id, "err", err)
+		return nil, err
+	}
+	checked, problem, err := checkResume(id, *pos, partitionRange{
+		Begin: props.BeginningSequenceNumber,
+		Last:  props.LastEnqueuedSequenceNumber,
+		Empty: props.IsEmpty,
+	}, s.policy)
+	if err != nil {
+		err = fmt.Errorf("event hub %q consumer group %q: %w", s.hub, s.opts.ConsumerGroup, err)
+		r.fail(err)
+		return nil, err
+	}
+	if problem != "" {
+		s.log.Warn("invalid resume position replaced", "partition", id, "problem", problem, "policy", string(s.policy), "resume_after_seq", checked.SequenceNumber)
+		seq := checked.SequenceNumber
+		return &azeventhubs.Checkpoint{SequenceNumber: &seq}, nil
+	}
+	s.log.Info("partition resumes", "partition", id, "from", from, "after_seq", checked.SequenceNumber)
+	seq := checked.SequenceNumber
+	out := &azeventhubs.Checkpoint{SequenceNumber: &seq}
+	if checked.Offset != "" {
+		off := checked.Offset
+		out.Offset = &off
+	}
+	return out, nil
+}
+
+func (s *Source) startFor(id string) string {
+	if v, ok := s.opts.StartPartitions[id]; ok {
+		return v
+	}
+	return s.opts.Start
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
