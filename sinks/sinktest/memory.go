@@ -35,6 +35,7 @@ type Memory struct {
 	dead       map[string][]sinks.DeadLetter
 	fault      func(point FaultPoint, partition string) error
 	reject     func(ev *sinks.Event) error
+	unfenced   bool
 }
 
 // NewMemory returns an empty in-memory sink.
@@ -51,6 +52,15 @@ func NewMemory() *Memory {
 func (m *Memory) SetFault(fn func(point FaultPoint, partition string) error) {
 	m.mu.Lock()
 	m.fault = fn
+	m.mu.Unlock()
+}
+
+// SetFencing turns commit-time fencing on (the default) or off. Without it
+// the sink commits whatever it is given, duplicates included, which lets a
+// test see whether the code driving the sink drops what the watermark covers.
+func (m *Memory) SetFencing(on bool) {
+	m.mu.Lock()
+	m.unfenced = !on
 	m.mu.Unlock()
 }
 
@@ -182,14 +192,15 @@ func (w *memoryWriter) Flush(context.Context) (*sinks.Position, error) {
 	m := w.m
 	m.mu.Lock()
 	wm, has := m.watermarks[w.partition]
+	fenced := has && !m.unfenced
 	for _, ev := range w.pending {
-		if has && ev.SequenceNumber <= wm.SequenceNumber {
+		if fenced && ev.SequenceNumber <= wm.SequenceNumber {
 			continue // fenced: another writer committed it already
 		}
 		m.committed[w.partition] = append(m.committed[w.partition], ev)
 	}
 	for _, dl := range w.letters {
-		if has && dl.Event.SequenceNumber <= wm.SequenceNumber {
+		if fenced && dl.Event.SequenceNumber <= wm.SequenceNumber {
 			continue
 		}
 		m.dead[w.partition] = append(m.dead[w.partition], dl)

@@ -1,0 +1,368 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// ErrOwnershipLost is matched (errors.Is) by a partition's Receive when
+// another owner took the partition. The runner then abandons what it has
+// not flushed and stops without checkpointing: the new owner resumes from
+// the sink's watermark.
+var ErrOwnershipLost = errors.New("partition ownership lost")
+
+// Partition is one owned partition as the runner drives it. The source
+// package provides it; tests use an in-memory one.
+type Partition interface {
+	// ID is the partition ID.
+	ID() string
+	// Receive returns the next batch, possibly empty after the batch wait.
+	// It returns an error matching ErrOwnershipLost when the partition was
+	// taken by another owner, and ctx.Err() once ctx is done.
+	Receive(ctx context.Context) ([]sinks.Event, error)
+	// Checkpoint records pos as the partition's checkpoint.
+	Checkpoint(ctx context.Context, pos sinks.Position) error
+}
+
+// RunnerOptions configure a Runner. The zero value of every field but Sink
+// has a documented default.
+type RunnerOptions struct {
+	// Connector names the connector in errors and logs.
+	Connector string
+	// Sink is the sink the partitions are written to. Required.
+	Sink sinks.Sink
+	// Tolerance is "none" (an event the sink rejects stops the partition
+	// with an error) or "all" (it is dead-lettered). If empty, "all".
+	Tolerance string
+	// DeadLetters stores dead letters for writers that do not store them
+	// themselves. If nil, dead letters of such writers stop the partition
+	// with an error, as with Tolerance "none".
+	DeadLetters DeadLetterStore
+	// Retry bounds retries of transient sink failures.
+	Retry RetrySpec
+	// CheckpointEveryEvents and CheckpointEveryInterval space checkpoints
+	// out; if both are zero, every flush is checkpointed. A partition that
+	// stops cleanly always checkpoints what it committed.
+	CheckpointEveryEvents   int
+	CheckpointEveryInterval time.Duration
+	// DrainTimeout bounds the final flush and checkpoint after ctx is
+	// cancelled. If zero, 30s.
+	DrainTimeout time.Duration
+	// Logger receives the runner's logs. If nil, logs are discarded.
+	Logger *slog.Logger
+	// now is the clock; tests replace it.
+	now func() time.Time
+}
+
+// DeadLetterStore keeps dead letters durably. Store must have made the
+// letters durable when it returns nil. Implementations must be safe for
+// concurrent use by the partitions of a connector.
+type DeadLetterStore interface {
+	Store(ctx context.Context, partition string, letters []sinks.DeadLetter) error
+}
+
+// Runner moves events of owned partitions through dedupe, the sink and the
+// checkpoint, in that order. It is safe for concurrent use: RunPartition is
+// called once per owned partition, each in its own goroutine.
+type Runner struct {
+	opts RunnerOptions
+	log  *slog.Logger
+}
+
+// NewRunner returns a runner. It starts nothing.
+func NewRunner(opts RunnerOptions) (*Runner, error) {
+	if opts.Sink == nil {
+		return nil, errors.New("connector: RunnerOptions.Sink is required")
+	}
+	if opts.Tolerance == "" {
+		opts.Tolerance = "all"
+	}
+	if opts.Tolerance != "all" && opts.Tolerance != "none" {
+		return nil, fmt.Errorf("connector: unknown tolerance %q", opts.Tolerance)
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 30 * time.Second
+	}
+	opts.Retry = opts.Retry.withDefaults()
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{opts: opts, log: log.With("connector", opts.Connector)}, nil
+}
+
+// partitionRun is the state of one RunPartition call.
+type partitionRun struct {
+	r   *Runner
+	p   sinks.Writer
+	src Partition
+	log *slog.Logger
+
+	watermark     *sinks.Position // what the sink has committed
+	written       bool            // events written since the last flush
+	unflushed     int             // how many events were written since the last flush
+	checkpointed  *sinks.Position // last checkpoint written by this run
+	sinceCkpt     int             // events committed since that checkpoint
+	lastCkptAt    time.Time
+	committedNext *sinks.Position // committed, waiting for the checkpoint policy
+}
+
+// RunPartition drives one partition until ctx is cancelled (then it drains:
+// the batch in hand is flushed and checkpointed within DrainTimeout, and it
+// returns nil), the partition is lost (nil; nothing more is checkpointed),
+// or a permanent failure (an error naming the connector and partition).
+func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
+	log := r.log.With("partition", src.ID())
+	w, wm, err := r.openWriter(ctx, src.ID())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return r.errorf(src, "open sink: %w", err)
+	}
+	pr := &partitionRun{r: r, p: w, src: src, log: log, watermark: wm, lastCkptAt: r.opts.now()}
+	log.Debug("partition opened", "watermark", posAttr(wm))
+	defer func() {
+		if cerr := w.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = r.errorf(src, "close sink writer: %w", cerr)
+		}
+	}()
+	for {
+		events, rerr := src.Receive(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return pr.drain(ctx)
+		case errors.Is(rerr, ErrOwnershipLost):
+			log.Info("partition lost; abandoning what was not flushed", "watermark", posAttr(pr.watermark))
+			return nil
+		case rerr != nil:
+			return r.errorf(src, "receive: %w", rerr)
+		}
+		if err := pr.handle(ctx, events); err != nil {
+			if ctx.Err() != nil {
+				return pr.drain(ctx)
+			}
+			return err
+		}
+	}
+}
+
+func (r *Runner) errorf(src Partition, format string, args ...any) error {
+	return fmt.Errorf("connector %q partition %s: %s", r.opts.Connector, src.ID(), fmt.Errorf(format, args...))
+}
+
+func (r *Runner) openWriter(ctx context.Context, partition string) (w sinks.Writer, wm *sinks.Position, err error) {
+	err = r.retry(ctx, "open sink", func(ctx context.Context) error {
+		w, wm, err = r.opts.Sink.Open(ctx, partition)
+		return err
+	})
+	return w, wm, err
+}
+
+// handle takes one batch through dedupe, the sink, and the checkpoint.
+func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error {
+	events = dedupe.After(events, pr.watermark)
+	if len(events) > 0 {
+		if err := pr.write(ctx, events); err != nil {
+			return err
+		}
+	}
+	if !pr.flushDue() {
+		return nil
+	}
+	if err := pr.flush(ctx); err != nil {
+		return err
+	}
+	if pr.checkpointDue() {
+		return pr.checkpoint(ctx)
+	}
+	return nil
+}
+
+func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
+	r := pr.r
+	err := r.retry(ctx, "write", func(ctx context.Context) error {
+		return pr.p.Write(ctx, events)
+	})
+	pr.written = true
+	pr.unflushed += len(events)
+	var be *sinks.BatchError
+	if err == nil || !errors.As(err, &be) {
+		if err != nil {
+			return r.errorf(pr.src, "write seq %d-%d: %w", events[0].SequenceNumber, events[len(events)-1].SequenceNumber, err)
+		}
+		return nil
+	}
+	first := events[be.Failed[0].Index]
+	if r.opts.Tolerance == "none" {
+		return r.errorf(pr.src, "event seq %d rejected by the sink: %w (errors.tolerance is none)", first.SequenceNumber, be.Failed[0].Err)
+	}
+	now := r.opts.now()
+	letters := make([]sinks.DeadLetter, len(be.Failed))
+	for i, f := range be.Failed {
+		letters[i] = sinks.DeadLetter{Event: events[f.Index], Reason: f.Err.Error(), FailedAt: now}
+		pr.log.Warn("event dead-lettered", "seq", events[f.Index].SequenceNumber, "reason", f.Err)
+	}
+	if dl, ok := pr.p.(sinks.DeadLetterer); ok {
+		err = r.retry(ctx, "dead-letter", func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
+	} else if r.opts.DeadLetters != nil {
+		err = r.retry(ctx, "dead-letter", func(ctx context.Context) error {
+			return r.opts.DeadLetters.Store(ctx, pr.src.ID(), letters)
+		})
+	} else {
+		return r.errorf(pr.src, "event seq %d rejected by the sink and no dead-letter path: %w", first.SequenceNumber, be.Failed[0].Err)
+	}
+	if err != nil {
+		return r.errorf(pr.src, "store dead letters for seq %d: %w", first.SequenceNumber, err)
+	}
+	return nil
+}
+
+func (pr *partitionRun) flushDue() bool {
+	if !pr.written {
+		// Idle batches still give a Batcher the chance to roll on age.
+		return false
+	}
+	if b, ok := pr.p.(sinks.Batcher); ok {
+		return b.FlushDue(pr.r.opts.now())
+	}
+	return true
+}
+
+func (pr *partitionRun) flush(ctx context.Context) error {
+	r := pr.r
+	var wm *sinks.Position
+	err := r.retry(ctx, "flush", func(ctx context.Context) error {
+		var err error
+		wm, err = pr.p.Flush(ctx)
+		return err
+	})
+	if err != nil {
+		return r.errorf(pr.src, "flush: %w", err)
+	}
+	pr.written = false
+	pr.sinceCkpt += pr.unflushed
+	pr.unflushed = 0
+	if wm != nil && (pr.watermark == nil || wm.SequenceNumber > pr.watermark.SequenceNumber) {
+		pr.watermark = wm
+		pr.committedNext = wm
+	}
+	return nil
+}
+
+func (pr *partitionRun) checkpointDue() bool {
+	o := pr.r.opts
+	if pr.committedNext == nil {
+		return false
+	}
+	if o.CheckpointEveryEvents == 0 && o.CheckpointEveryInterval == 0 {
+		return true
+	}
+	if o.CheckpointEveryEvents > 0 && pr.sinceCkpt >= o.CheckpointEveryEvents {
+		return true
+	}
+	return o.CheckpointEveryInterval > 0 && o.now().Sub(pr.lastCkptAt) >= o.CheckpointEveryInterval
+}
+
+// checkpoint writes the committed watermark. A failed checkpoint is not a
+// failed partition: the sink holds the data and its watermark, so the next
+// checkpoint (or the resume merge after a restart) covers it.
+func (pr *partitionRun) checkpoint(ctx context.Context) error {
+	pos := pr.committedNext
+	if pos == nil {
+		return nil
+	}
+	if err := pr.src.Checkpoint(ctx, *pos); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrOwnershipLost) {
+			return err
+		}
+		pr.log.Warn("checkpoint failed; will retry with the next one", "seq", pos.SequenceNumber, "error", err)
+		return nil
+	}
+	pr.checkpointed, pr.committedNext = pos, nil
+	pr.sinceCkpt = 0
+	pr.lastCkptAt = pr.r.opts.now()
+	return nil
+}
+
+// drain finishes a partition after ctx was cancelled: what was written is
+// flushed and the committed watermark checkpointed, within DrainTimeout.
+func (pr *partitionRun) drain(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.r.opts.DrainTimeout)
+	defer cancel()
+	if pr.written {
+		if err := pr.flush(dctx); err != nil {
+			return err
+		}
+	}
+	if err := pr.checkpoint(dctx); err != nil {
+		if errors.Is(err, ErrOwnershipLost) {
+			return nil
+		}
+		return pr.r.errorf(pr.src, "final checkpoint: %w", err)
+	}
+	if pr.committedNext != nil {
+		return pr.r.errorf(pr.src, "final checkpoint of seq %d not written", pr.committedNext.SequenceNumber)
+	}
+	pr.log.Info("partition drained", "watermark", posAttr(pr.watermark))
+	return nil
+}
+
+// retry runs fn until it succeeds, fails with an error not marked
+// transient, ctx ends, or MaxAttempts is reached, waiting a capped
+// exponential backoff with full jitter between attempts.
+func (r *Runner) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	backoff := r.opts.Retry.InitialBackoff
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || !sinks.IsTransient(err) {
+			return err
+		}
+		if r.opts.Retry.MaxAttempts > 0 && attempt >= r.opts.Retry.MaxAttempts {
+			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt, err)
+		}
+		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
+		r.log.Warn("transient failure; retrying", "op", what, "attempt", attempt, "wait", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(backoff*2, r.opts.Retry.MaxBackoff)
+	}
+}
+
+func (s RetrySpec) withDefaults() RetrySpec {
+	if s.InitialBackoff == 0 {
+		s.InitialBackoff = 200 * time.Millisecond
+	}
+	if s.MaxBackoff == 0 {
+		s.MaxBackoff = 30 * time.Second
+	}
+	if s.MaxBackoff < s.InitialBackoff {
+		s.MaxBackoff = s.InitialBackoff
+	}
+	return s
+}
+
+func posAttr(p *sinks.Position) slog.Value {
+	if p == nil {
+		return slog.StringValue("none")
+	}
+	return slog.GroupValue(slog.Int64("seq", p.SequenceNumber), slog.String("offset", p.Offset))
+}

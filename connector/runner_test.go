@@ -1,0 +1,382 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+// memCheckpoints is a checkpoint store shared by the "processes" of a test.
+type memCheckpoints struct {
+	mu  sync.Mutex
+	pos map[string]sinks.Position
+}
+
+func (c *memCheckpoints) get(p string) (sinks.Position, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pos, ok := c.pos[p]
+	return pos, ok
+}
+
+// memPartition replays a fixed log from the checkpoint, in random batch
+// sizes, and stops the run (cancels it) when the log is exhausted.
+type memPartition struct {
+	id     string
+	log    []sinks.Event
+	next   int
+	rng    *rand.Rand
+	store  *memCheckpoints
+	stop   context.CancelFunc
+	onCkpt func(pos sinks.Position) // runs after a checkpoint is stored
+	lostAt int                      // report ownership lost at this index (-1: never)
+}
+
+func newMemPartition(id string, n int, store *memCheckpoints, rng *rand.Rand, stop context.CancelFunc) *memPartition {
+	p := &memPartition{id: id, log: sinktest.Events(id, 0, int64(n-1)), rng: rng, store: store, stop: stop, lostAt: -1}
+	if pos, ok := store.get(id); ok {
+		p.next = int(pos.SequenceNumber) + 1
+	}
+	return p
+}
+
+func (p *memPartition) ID() string { return p.id }
+
+func (p *memPartition) Receive(ctx context.Context) ([]sinks.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.lostAt >= 0 && p.next >= p.lostAt {
+		return nil, fmt.Errorf("partition %s: %w", p.id, ErrOwnershipLost)
+	}
+	if p.next >= len(p.log) {
+		p.stop()
+		return nil, ctx.Err()
+	}
+	n := min(1+p.rng.IntN(9), len(p.log)-p.next)
+	batch := slices.Clone(p.log[p.next : p.next+n])
+	p.next += n
+	return batch, nil
+}
+
+func (p *memPartition) Checkpoint(_ context.Context, pos sinks.Position) error {
+	p.store.mu.Lock()
+	p.store.pos[p.id] = pos
+	p.store.mu.Unlock()
+	if p.onCkpt != nil {
+		p.onCkpt(pos)
+	}
+	return nil
+}
+
+// crash ends the calling goroutine at once, running only its deferred
+// calls: for the runner that is the abrupt stop of a killed process (its
+// writer is abandoned, nothing more is committed or checkpointed).
+func crash() { runtime.Goexit() }
+
+// runProcess runs one "process" over all partitions until each partition
+// is exhausted or crashed; it reports whether any partition crashed.
+func runProcess(t *testing.T, sink *sinktest.Memory, store *memCheckpoints, partitions []string, n int, rng *rand.Rand, opts RunnerOptions) (crashed bool) {
+	t.Helper()
+	opts.Sink = sink
+	opts.Connector = "test"
+	r, err := NewRunner(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, id := range partitions {
+		ctx, cancel := context.WithCancel(context.Background())
+		p := newMemPartition(id, n, store, rand.New(rand.NewPCG(rng.Uint64(), 0)), cancel)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			finished := false
+			defer func() {
+				if !finished {
+					mu.Lock()
+					crashed = true
+					mu.Unlock()
+				}
+			}()
+			if err := r.RunPartition(ctx, p); err != nil {
+				t.Errorf("RunPartition: %v", err)
+			}
+			finished = true
+		}()
+	}
+	wg.Wait()
+	return crashed
+}
+
+// TestRunnerCrashAtEveryStep crashes the runner at each step of the
+// pipeline, many times at random instants, restarts it, and checks the sink
+// output: every event exactly once, in order per partition.
+func TestRunnerCrashAtEveryStep(t *testing.T) {
+	points := []string{"before-write", "after-write-before-flush", "after-flush-before-checkpoint", "during-checkpoint"}
+	partitions := []string{"0", "1", "2"}
+	const events = 300
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(len(point)), 7))
+			sink := sinktest.NewMemory()
+			sink.SetFencing(false) // duplicates must be caught by the runner's own filter
+			store := &memCheckpoints{pos: map[string]sinks.Position{}}
+			crashes := 0
+			var armed sync.Map // partition -> countdown *int
+			arm := func() {
+				for _, p := range partitions {
+					n := 1 + rng.IntN(12)
+					armed.Store(p, &n)
+				}
+			}
+			fire := func(partition string) bool {
+				v, ok := armed.Load(partition)
+				if !ok {
+					return false
+				}
+				n := v.(*int)
+				*n--
+				return *n == 0
+			}
+			sink.SetFault(func(at sinktest.FaultPoint, partition string) error {
+				switch {
+				case point == "before-write" && at == sinktest.BeforeWrite,
+					point == "after-write-before-flush" && at == sinktest.BeforeCommit,
+					point == "after-flush-before-checkpoint" && at == sinktest.AfterCommit:
+					if fire(partition) {
+						crash()
+					}
+				}
+				return nil
+			})
+			for round := 0; ; round++ {
+				if round > 500 {
+					t.Fatal("no progress after 500 restarts")
+				}
+				arm()
+				opts := RunnerOptions{}
+				var crashed bool
+				if point == "during-checkpoint" {
+					crashed = runProcessWithCheckpointCrash(t, sink, store, partitions, events, rng, opts, fire)
+				} else {
+					crashed = runProcess(t, sink, store, partitions, events, rng, opts)
+				}
+				if !crashed {
+					break
+				}
+				crashes++
+			}
+			if crashes == 0 {
+				t.Fatal("the fault never fired; the test proves nothing")
+			}
+			for _, p := range partitions {
+				got := sink.Committed(p)
+				want := make([]int64, events)
+				for i := range want {
+					want[i] = int64(i)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("after %d crashes partition %s holds %d events %v..., want 0..%d exactly once in order", crashes, p, len(got), head(got), events-1)
+				}
+			}
+			t.Logf("%d crashes, output exact", crashes)
+		})
+	}
+}
+
+func runProcessWithCheckpointCrash(t *testing.T, sink *sinktest.Memory, store *memCheckpoints, partitions []string, n int, rng *rand.Rand, opts RunnerOptions, fire func(string) bool) bool {
+	t.Helper()
+	opts.Sink = sink
+	r, err := NewRunner(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	crashed := false
+	for _, id := range partitions {
+		ctx, cancel := context.WithCancel(context.Background())
+		p := newMemPartition(id, n, store, rand.New(rand.NewPCG(rng.Uint64(), 0)), cancel)
+		p.onCkpt = func(sinks.Position) {
+			if fire(id) {
+				crash()
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			ok := false
+			defer func() {
+				if !ok {
+					mu.Lock()
+					crashed = true
+					mu.Unlock()
+				}
+			}()
+			if err := r.RunPartition(ctx, p); err != nil {
+				t.Errorf("RunPartition: %v", err)
+			}
+			ok = true
+		}()
+	}
+	wg.Wait()
+	return crashed
+}
+
+func head(s []int64) []int64 { return s[:min(len(s), 12)] }
+
+func TestRunnerCheckpointsOnlyCommitted(t *testing.T) {
+	sink := sinktest.NewMemory()
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	var violations []string
+	sink.SetFault(func(at sinktest.FaultPoint, p string) error { return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newMemPartition("0", 200, store, rand.New(rand.NewPCG(1, 2)), cancel)
+	p.onCkpt = func(pos sinks.Position) {
+		committed := sink.Committed("0")
+		if len(committed) == 0 || committed[len(committed)-1] < pos.SequenceNumber {
+			violations = append(violations, fmt.Sprintf("checkpoint %d ahead of sink %v", pos.SequenceNumber, head(committed)))
+		}
+	}
+	r, _ := NewRunner(RunnerOptions{Sink: sink})
+	if err := r.RunPartition(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if len(violations) > 0 {
+		t.Fatal(violations)
+	}
+	if pos, _ := store.get("0"); pos.SequenceNumber != 199 {
+		t.Fatalf("final checkpoint %d, want 199", pos.SequenceNumber)
+	}
+}
+
+func TestRunnerOwnershipLostAbandons(t *testing.T) {
+	sink := sinktest.NewMemory()
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(3, 4)), cancel)
+	p.lostAt = 40
+	r, _ := NewRunner(RunnerOptions{Sink: sink})
+	if err := r.RunPartition(ctx, p); err != nil {
+		t.Fatalf("RunPartition after loss = %v, want nil", err)
+	}
+	pos, ok := store.get("0")
+	committed := sink.Committed("0")
+	if ok && (len(committed) == 0 || pos.SequenceNumber > committed[len(committed)-1]) {
+		t.Fatalf("checkpoint %v beyond committed %v", pos, head(committed))
+	}
+}
+
+func TestRunnerDeadLettersAndTolerance(t *testing.T) {
+	reject := func(ev *sinks.Event) error {
+		if ev.SequenceNumber%10 == 3 {
+			return errors.New("amount is not a number")
+		}
+		return nil
+	}
+	t.Run("all", func(t *testing.T) {
+		sink := sinktest.NewMemory()
+		sink.SetReject(reject)
+		store := &memCheckpoints{pos: map[string]sinks.Position{}}
+		ctx, cancel := context.WithCancel(context.Background())
+		p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(5, 6)), cancel)
+		r, _ := NewRunner(RunnerOptions{Sink: sink, Tolerance: "all"})
+		if err := r.RunPartition(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(sink.Committed("0")); got != 90 {
+			t.Fatalf("%d rows, want 90", got)
+		}
+		dead := sink.DeadLetters("0")
+		if len(dead) != 10 || dead[0].Event.SequenceNumber != 3 || dead[0].Reason != "amount is not a number" {
+			t.Fatalf("dead letters = %d, first %+v", len(dead), dead[0])
+		}
+		if pos, _ := store.get("0"); pos.SequenceNumber != 99 {
+			t.Fatalf("checkpoint %d, want 99", pos.SequenceNumber)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		sink := sinktest.NewMemory()
+		sink.SetReject(reject)
+		store := &memCheckpoints{pos: map[string]sinks.Position{}}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(5, 6)), cancel)
+		r, _ := NewRunner(RunnerOptions{Connector: "orders", Sink: sink, Tolerance: "none"})
+		err := r.RunPartition(ctx, p)
+		if err == nil || !containsAll(err.Error(), `connector "orders"`, "partition 0", "seq 3", "amount is not a number") {
+			t.Fatalf("RunPartition = %v, want an error naming connector, partition, seq and reason", err)
+		}
+		if pos, ok := store.get("0"); ok && pos.SequenceNumber >= 3 {
+			t.Fatalf("checkpoint %d moved past the rejected event", pos.SequenceNumber)
+		}
+	})
+}
+
+func TestRunnerRetriesTransient(t *testing.T) {
+	sink := sinktest.NewMemory()
+	failures := 3
+	var mu sync.Mutex
+	sink.SetFault(func(at sinktest.FaultPoint, p string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if at == sinktest.BeforeCommit && failures > 0 {
+			failures--
+			return sinks.Transient(errors.New("connection refused"))
+		}
+		return nil
+	})
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newMemPartition("0", 50, store, rand.New(rand.NewPCG(8, 9)), cancel)
+	r, _ := NewRunner(RunnerOptions{Sink: sink, Retry: RetrySpec{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}})
+	if err := r.RunPartition(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if failures != 0 {
+		t.Fatalf("%d injected failures left", failures)
+	}
+	if got := sink.Committed("0"); len(got) != 50 {
+		t.Fatalf("%d events committed, want 50", len(got))
+	}
+
+	// A permanent error is not retried.
+	sink2 := sinktest.NewMemory()
+	sink2.SetFault(func(at sinktest.FaultPoint, p string) error {
+		if at == sinktest.BeforeCommit {
+			return errors.New(`relation "orders" does not exist`)
+		}
+		return nil
+	})
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	p2 := newMemPartition("0", 50, &memCheckpoints{pos: map[string]sinks.Position{}}, rand.New(rand.NewPCG(8, 9)), cancel2)
+	r2, _ := NewRunner(RunnerOptions{Sink: sink2})
+	if err := r2.RunPartition(ctx2, p2); err == nil || !containsAll(err.Error(), "flush", "does not exist") {
+		t.Fatalf("permanent failure: %v", err)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
