@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
+	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -85,13 +86,6 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 // the configured start position applies).
 func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Checkpoint) (*azeventhubs.Checkpoint, error) {
 	s := r.s
-	var stored *sinks.Position
-	if cp != nil && cp.SequenceNumber != nil {
-		stored = &sinks.Position{SequenceNumber: *cp.SequenceNumber}
-		if cp.Offset != nil {
-			stored.Offset = *cp.Offset
-		}
-	}
 	var wm *sinks.Position
 	if s.opts.Watermark != nil {
 		var err error
@@ -102,21 +96,19 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 			return nil, err
 		}
 	}
-	pos := sinks.Later(stored, wm)
-	if pos == nil {
-		if cp != nil {
-			// a checkpoint with only an offset (written by another tool): the
-			// SDK resumes after it; it cannot be checked by sequence number.
-			s.log.Info("partition resumes", "partition", id, "from", "checkpoint offset", "offset", deref(cp.Offset))
-			return cp, nil
-		}
+	rp := checkpoint.Resume(cp, wm)
+	switch {
+	case rp.Source == checkpoint.FromStart:
 		s.log.Info("partition starts", "partition", id, "from", s.startFor(id))
 		return nil, nil
+	case rp.SequenceNumber == nil:
+		// a checkpoint with only an offset (written by another tool): the
+		// SDK resumes after it; it cannot be checked by sequence number.
+		s.log.Info("partition resumes", "partition", id, "from", "checkpoint offset", "offset", deref(rp.Offset))
+		return &azeventhubs.Checkpoint{Offset: rp.Offset}, nil
 	}
-	from := "checkpoint"
-	if pos != stored {
-		from = "sink watermark"
-	}
+	pos := &sinks.Position{SequenceNumber: *rp.SequenceNumber, Offset: deref(rp.Offset)}
+	from := rp.Source.String()
 	props, err := s.client.GetPartitionProperties(ctx, id, nil)
 	if err != nil {
 		err = fmt.Errorf("event hub %q partition %s: checking the resume position: %w", s.hub, id, err)
