@@ -212,9 +212,6 @@ func (r *Receiver) detachLocked(err error) {
 			break
 		}
 	}
-	if g.owner == nil && len(g.plain) == 0 {
-		delete(r.p.groups, r.cg)
-	}
 }
 
 func (r *Receiver) notifyDetach(e *Error) {
