@@ -1,0 +1,176 @@
+package parquet
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ehsink/ehsink/config"
+	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Config is the `sink:` block of a connector with `type: parquet`. Exactly
+// one of Dir and Blob is required, and Columns. [NewConfig] returns one
+// with every default set; a zero Config gets the same defaults from New.
+type Config struct {
+	// Dir writes files under a local directory, created if missing.
+	Dir string `yaml:"dir"`
+	// Blob writes files to an Azure Blob container.
+	Blob *BlobConfig `yaml:"blob"`
+	// Path is the template of a file's path under Dir or in the container.
+	// Placeholders: {eventhub}, {connector}, {consumer_group}, {partition},
+	// {enqueued_date} (YYYY-MM-DD), {year}, {month}, {day}, {hour} (all of
+	// the enqueued time of the file's first event, UTC), {first_seq} and
+	// {last_seq} (the sequence range the file covers; {first_seq:020}
+	// zero-pads to 20 digits). {partition}, {first_seq} and {last_seq} are
+	// required, and {last_seq} only in the file name. If empty, [DefaultPath].
+	Path string `yaml:"path"`
+	// Columns maps event values to the file's columns, in the mapping
+	// language shared with the PostgreSQL sink. Required.
+	Columns mapping.Columns `yaml:"columns"`
+	// Compression is zstd, snappy or none. If empty, zstd.
+	Compression string `yaml:"compression"`
+	// RowGroupSize is the in-memory size at which a row group is written
+	// out to the file; memory is about RowGroupSize per open partition.
+	// If zero, 32MiB.
+	RowGroupSize config.ByteSize `yaml:"row_group_size"`
+	// MaxRows rolls a file (commits it) once it holds at least this many
+	// rows. If zero, 1,000,000.
+	MaxRows int64 `yaml:"max_rows"`
+	// MaxBytes rolls a file once its estimated size reaches this. If zero,
+	// 256MiB.
+	MaxBytes config.ByteSize `yaml:"max_bytes"`
+	// MaxAge rolls a file this long after its first event was written, so
+	// that a quiet partition still commits and checkpoints. If zero, 5m.
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
+// BlobConfig says which Blob container receives the files.
+type BlobConfig struct {
+	// Connection is a storage connection string. Required.
+	Connection secret.String `yaml:"connection"`
+	// Container holds the files; it is created if missing. Required.
+	Container string `yaml:"container"`
+	// SpoolDir holds each open file until it is uploaded at commit. If
+	// empty, a folder ehsink-parquet in the system's temporary directory.
+	SpoolDir string `yaml:"spool_dir"`
+}
+
+// Defaults, applied by withDefaults.
+const (
+	defaultRowGroupSize = 32 * config.MiB
+	defaultMaxRows      = 1_000_000
+	defaultMaxBytes     = 256 * config.MiB
+	defaultMaxAge       = 5 * time.Minute
+)
+
+// NewConfig returns a Config with its defaults set.
+func NewConfig() *Config {
+	c := &Config{}
+	c.withDefaults()
+	return c
+}
+
+func (c *Config) withDefaults() {
+	if c.Path == "" {
+		c.Path = DefaultPath
+	}
+	if c.Compression == "" {
+		c.Compression = "zstd"
+	}
+	if c.RowGroupSize == 0 {
+		c.RowGroupSize = defaultRowGroupSize
+	}
+	if c.MaxRows == 0 {
+		c.MaxRows = defaultMaxRows
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = defaultMaxBytes
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = defaultMaxAge
+	}
+}
+
+// Validate reports every problem of the config as a [*sinks.FieldError]
+// (paths relative to the sink block), joined with errors.Join. It checks a
+// copy with defaults applied, so a hand-built Config validates as New sees it.
+func (c *Config) Validate() error {
+	cc := *c
+	cc.withDefaults()
+	var errs []error
+	fe := func(field string, err error) { errs = append(errs, &sinks.FieldError{Field: field, Err: err}) }
+	switch {
+	case cc.Dir == "" && cc.Blob == nil:
+		fe("dir", errors.New("one of dir or blob is required"))
+	case cc.Dir != "" && cc.Blob != nil:
+		fe("blob", errors.New("set either dir or blob, not both"))
+	}
+	if cc.Blob != nil {
+		if cc.Blob.Connection == "" {
+			fe("blob.connection", errors.New("required"))
+		}
+		if cc.Blob.Container == "" {
+			fe("blob.container", errors.New("required"))
+		}
+	}
+	if _, err := parseTemplate(cc.Path); err != nil {
+		fe("path", err)
+	}
+	if err := cc.Columns.Validate(); err != nil {
+		errs = append(errs, prefixFieldErrors("columns", err))
+	} else {
+		for _, col := range cc.Columns {
+			if _, err := leafNode(col.Type); err != nil {
+				fe("columns."+col.Name+".type", err)
+			}
+		}
+	}
+	if _, err := codec(cc.Compression); err != nil {
+		fe("compression", err)
+	}
+	if cc.RowGroupSize < 0 {
+		fe("row_group_size", errors.New("must not be negative"))
+	}
+	if cc.MaxRows < 0 {
+		fe("max_rows", errors.New("must not be negative"))
+	}
+	if cc.MaxBytes < 0 {
+		fe("max_bytes", errors.New("must not be negative"))
+	}
+	if cc.MaxAge < 0 {
+		fe("max_age", errors.New("must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// prefixFieldErrors puts prefix in front of the paths of the field errors
+// in err (a tree of errors.Join), and makes other errors errors of prefix.
+func prefixFieldErrors(prefix string, err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, prefixFieldErrors(prefix, e))
+		}
+		return errors.Join(out...)
+	}
+	var f *sinks.FieldError
+	if errors.As(err, &f) {
+		sep := "."
+		if len(f.Field) > 0 && f.Field[0] == '[' {
+			sep = ""
+		}
+		return &sinks.FieldError{Field: prefix + sep + f.Field, Err: f.Err}
+	}
+	return &sinks.FieldError{Field: prefix, Err: err}
+}
+
+// String describes the destination, never the connection string.
+func (c *Config) String() string {
+	if c.Blob != nil {
+		return fmt.Sprintf("blob container %s", c.Blob.Container)
+	}
+	return "dir " + c.Dir
+}

@@ -1,0 +1,60 @@
+// Package parquet is the ehsink sink that writes events to Parquet files,
+// in a local directory or an Azure Blob container, with effectively-once
+// output. Importing it registers the sink type "parquet".
+//
+// # Files
+//
+// Each partition gathers its events in one open file. The runner asks
+// [sinks.Batcher] FlushDue after each batch; the file rolls (is committed)
+// when it holds max_rows rows, its estimated size reaches max_bytes, or its
+// first event was taken max_age ago. Flush commits it and returns the new
+// watermark, which the runner then checkpoints; batches between rolls are
+// not checkpointed. A file's name comes from the path template, by default
+//
+//	{eventhub}/partition={partition}/date={enqueued_date}/{partition}-{first_seq:020}-{last_seq:020}.parquet
+//
+// so it is a function of the partition and the sequence range it covers:
+// a replay of the same range produces the same name, and a commit under an
+// existing name replaces that file whole. The folder comes from the file's
+// first event.
+//
+// # Commits
+//
+// A file is never half-visible. In a local directory it is written under a
+// hidden temporary name (.ehsink-*.tmp) in its final folder, then fsynced,
+// renamed, and the folder fsynced. In Blob Storage it is spooled to a local
+// file while written, then uploaded as staged blocks and made visible by a
+// single CommitBlockList (the blob's name holds the last sequence number,
+// known only at commit, and staged blocks cannot move between blob names,
+// so the blocks cannot be staged earlier). Close without Flush discards the
+// open file.
+//
+// Open finds the partition's watermark in the names of its committed files
+// (the highest last sequence number) and reads the last offset from that
+// file's key-value metadata, which also holds the eventhub, partition and
+// sequence range. It removes the temporary and spool files an earlier
+// writer of the partition left behind.
+//
+// # Schema
+//
+// Columns come from the shared mapping language ([mapping.Columns]), in
+// mapping order: string, int32, int64, double, boolean, timestamp (UTC,
+// microseconds, or milliseconds with timestamp(ms)), decimal(p,s) up to 38
+// digits, json (kept as a UTF-8 string), uuid and bytes; nullable columns
+// are optional. Every column but booleans is dictionary-encoded (falling
+// back to plain pages when a dictionary grows too large), statistics are
+// written, compression is zstd, snappy or none. Row groups are written to
+// the temporary file as they reach row_group_size, so memory is about
+// row_group_size per open partition.
+//
+// # Dead letters
+//
+// Events that do not fit the schema are returned by Write in a
+// [*sinks.BatchError]. The writer implements [sinks.DeadLetterer]: dead
+// letters are JSON lines (the event, its metadata and the reason) in a
+// _dead_letters folder next to the data, in a file named like the data
+// file, committed by the same Flush just before the data file. Open
+// removes a dead-letter file whose data file never became visible, since
+// the replay writes it again. A commit with only dead letters still writes
+// a data file, without rows, so that its range is recorded.
+package parquet

@@ -1,0 +1,241 @@
+package parquet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+func init() { sinks.Register("parquet", driver{}) }
+
+// driver is the registered sinks.Driver of the parquet sink.
+type driver struct{}
+
+// NewConfig returns a *Config with its defaults set.
+func (driver) NewConfig() any { return NewConfig() }
+
+// New builds a Sink from a *Config made by NewConfig.
+func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, error) {
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, fmt.Errorf("parquet: config is %T, want *parquet.Config", cfg)
+	}
+	return New(ctx, c, info)
+}
+
+// Sink writes each partition's events to rolled Parquet files. It is safe
+// for concurrent use; each of its writers is used by one goroutine at a time.
+type Sink struct {
+	cfg    Config
+	info   sinks.Info
+	log    *slog.Logger
+	store  store
+	tmpl   *template
+	dlTmpl *template
+	schema *pq.Schema
+	codec  compress.Codec
+	mapper *rowMapper
+	// now is the clock for max_age; tests replace it.
+	now    func() time.Time
+	closed atomic.Bool
+}
+
+// New validates cfg and builds a Sink. For a Blob destination it creates
+// the container if missing; ctx bounds that call only. New starts no
+// goroutines.
+func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
+	}
+	c := *cfg
+	c.withDefaults()
+	s := &Sink{cfg: c, info: info, log: info.Logger, now: time.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("sink", "parquet", "dest", c.String())
+	var err error
+	if s.tmpl, err = parseTemplate(c.Path); err != nil {
+		return nil, err
+	}
+	s.dlTmpl = s.tmpl.deadLetterTemplate()
+	if s.schema, err = buildSchema("ehsink", c.Columns); err != nil {
+		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
+	}
+	if s.codec, err = codec(c.Compression); err != nil {
+		return nil, err
+	}
+	if s.mapper, err = newRowMapper(c.Columns); err != nil {
+		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
+	}
+	if c.Blob != nil {
+		client, err := newBlobClient(c.Blob.Connection.Reveal(), c.Blob.Container)
+		if err != nil {
+			return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
+		}
+		spool := c.Blob.SpoolDir
+		if spool == "" {
+			spool = filepath.Join(os.TempDir(), "ehsink-parquet")
+		}
+		if s.store, err = newBlobStore(ctx, client, c.Blob.Container, spool); err != nil {
+			return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
+		}
+	} else if s.store, err = newLocalStore(c.Dir); err != nil {
+		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
+	}
+	return s, nil
+}
+
+// Close marks the sink closed; Open then fails with sinks.ErrClosed. It
+// closes no writer: the runner closes them first. Close is idempotent.
+func (s *Sink) Close(context.Context) error {
+	s.closed.Store(true)
+	return nil
+}
+
+// Open prepares the writer of a partition. It removes the temporary files
+// an earlier writer of the partition left behind, finds the partition's
+// watermark in the names of its committed files (the highest last sequence
+// number; the offset comes from that file's metadata), and removes dead-
+// letter files past the watermark: they belong to a commit whose data file
+// never became visible, and the replay writes them again. ctx bounds the
+// call only.
+func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+	if s.closed.Load() {
+		return nil, nil, sinks.ErrClosed
+	}
+	vars := nameVars{eventHub: s.info.EventHub, connector: s.info.Connector, consumerGroup: s.info.ConsumerGroup, partition: partition}
+	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition)}
+	w.log = s.log.With("partition", partition)
+	dataM, dlM := s.tmpl.matcher(vars), s.dlTmpl.matcher(vars)
+	fail := func(err error) (sinks.Writer, *sinks.Position, error) {
+		return nil, nil, fmt.Errorf("connector %q partition %s: open: %w", s.info.Connector, partition, err)
+	}
+	if n, err := s.store.cleanTemps(ctx, dataM.prefix, w.tag); err != nil {
+		return fail(err)
+	} else if n > 0 {
+		w.log.Info("removed temporary files of an unfinished commit", "count", n)
+	}
+	objs, err := s.store.list(ctx, dataM.prefix)
+	if err != nil {
+		return fail(err)
+	}
+	var newest *object
+	var wm int64 = -1
+	type dlFile struct {
+		name string
+		last int64
+	}
+	var dls []dlFile
+	for i, o := range objs {
+		if _, last, ok := dataM.match(o.name); ok {
+			if last > wm {
+				wm, newest = last, &objs[i]
+			}
+		} else if _, last, ok := dlM.match(o.name); ok {
+			dls = append(dls, dlFile{o.name, last})
+		}
+	}
+	for _, d := range dls {
+		if d.last > wm {
+			if err := s.store.remove(ctx, d.name); err != nil {
+				return fail(err)
+			}
+			w.log.Info("removed dead letters of an unfinished commit", "file", d.name)
+		}
+	}
+	if newest != nil {
+		pos := &sinks.Position{SequenceNumber: wm}
+		meta, err := readKeyValues(ctx, s.store, newest.name, newest.size)
+		if err != nil {
+			return fail(err)
+		}
+		pos.Offset = meta[metaLastOffset]
+		w.watermark = pos
+		w.log.Debug("resuming after committed file", "file", newest.name, "seq", wm)
+	}
+	return w, w.watermark, nil
+}
+
+// tempTag names the temporary files of one connector's partition, so that
+// Open removes only its own.
+func tempTag(connector, partition string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	return clean(connector) + "-p" + clean(partition)
+}
+
+// Key-value metadata written in every data file's footer: what the name
+// says, plus the offset of the last event, so a file explains itself.
+const (
+	metaEventHub   = "ehsink.eventhub"
+	metaPartition  = "ehsink.partition"
+	metaFirstSeq   = "ehsink.first_sequence_number"
+	metaLastSeq    = "ehsink.last_sequence_number"
+	metaLastOffset = "ehsink.last_offset"
+)
+
+// readKeyValues reads the key-value metadata of a committed Parquet file
+// from its footer, with two small reads at the end of the file.
+func readKeyValues(ctx context.Context, st store, name string, size int64) (map[string]string, error) {
+	const trailer = 8 // footer length (4 bytes, little endian) + "PAR1"
+	if size < 12 {
+		return nil, fmt.Errorf("file %q: %d bytes is too short for Parquet", name, size)
+	}
+	tail, err := st.readTail(ctx, name, size, trailer)
+	if err != nil {
+		return nil, err
+	}
+	if string(tail[4:]) != "PAR1" {
+		return nil, fmt.Errorf("file %q: not a Parquet file (no PAR1 trailer)", name)
+	}
+	n := int64(uint32(tail[0]) | uint32(tail[1])<<8 | uint32(tail[2])<<16 | uint32(tail[3])<<24)
+	if n+trailer+4 > size {
+		return nil, fmt.Errorf("file %q: footer length %d past the file start", name, n)
+	}
+	footer, err := st.readTail(ctx, name, size, n+trailer)
+	if err != nil {
+		return nil, err
+	}
+	var md format.FileMetaData
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), footer[:n], &md); err != nil {
+		return nil, fmt.Errorf("file %q: footer: %w", name, err)
+	}
+	kv := make(map[string]string, len(md.KeyValueMetadata))
+	for _, e := range md.KeyValueMetadata {
+		kv[e.Key] = e.Value
+	}
+	return kv, nil
+}
+
+// countingWriter counts the bytes that reached the pending object, which
+// tells how much of the writer's size estimate is still in memory.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}

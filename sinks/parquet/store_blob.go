@@ -1,0 +1,229 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// blobStore keeps files in an Azure Blob container. A file is spooled to a
+// local temporary file while it is written, then uploaded as staged blocks
+// and made visible by one CommitBlockList: readers see the whole blob or
+// nothing, and a commit under an existing name replaces it whole.
+//
+// Why spool instead of staging blocks as row groups fill: staged blocks
+// belong to one blob name, and the name holds the file's last sequence
+// number, known only at Flush. The spool keeps memory bounded (one block in
+// flight) at the cost of local disk of up to max_bytes per open partition.
+type blobStore struct {
+	client    *container.Client
+	container string
+	spoolDir  string
+	blockSize int
+}
+
+// defaultBlockSize is the size of the staged blocks: large enough that a
+// 256 MiB file is 64 requests, small enough to hold one in memory per commit.
+const defaultBlockSize = 4 << 20
+
+func newBlobStore(ctx context.Context, client *container.Client, name, spoolDir string) (*blobStore, error) {
+	s := &blobStore{client: client, container: name, spoolDir: spoolDir, blockSize: defaultBlockSize}
+	if _, err := client.Create(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		return nil, fmt.Errorf("%s: create: %w", s, transientIfNetwork(err))
+	}
+	if err := os.MkdirAll(spoolDir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: spool dir %q: %w", s, spoolDir, err)
+	}
+	return s, nil
+}
+
+// newBlobClient builds the container client from a storage connection string.
+func newBlobClient(connection, containerName string) (*container.Client, error) {
+	svc, err := azblob.NewClientFromConnectionString(connection, nil)
+	if err != nil {
+		// The SDK's message may quote the connection string; do not wrap it.
+		return nil, errors.New("invalid storage connection string")
+	}
+	return svc.ServiceClient().NewContainerClient(containerName), nil
+}
+
+func (s *blobStore) String() string { return "blob container " + s.container }
+
+const spoolSuffix = ".spool"
+
+func (s *blobStore) create(_ context.Context, _ string, tag string) (pending, error) {
+	f, err := os.CreateTemp(s.spoolDir, tag+"-*"+spoolSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("%s: create spool file in %q: %w", s, s.spoolDir, err)
+	}
+	return &blobPending{store: s, f: f}, nil
+}
+
+func (s *blobStore) list(ctx context.Context, prefix string) ([]object, error) {
+	var out []object
+	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: list %q: %w", s, prefix, transientIfNetwork(err))
+		}
+		for _, b := range page.Segment.BlobItems {
+			if b.Name == nil {
+				continue
+			}
+			var size int64
+			if b.Properties != nil && b.Properties.ContentLength != nil {
+				size = *b.Properties.ContentLength
+			}
+			out = append(out, object{name: *b.Name, size: size})
+		}
+	}
+	return out, nil
+}
+
+func (s *blobStore) remove(ctx context.Context, name string) error {
+	_, err := s.client.NewBlobClient(name).Delete(ctx, nil)
+	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
+		return fmt.Errorf("%s: delete %q: %w", s, name, transientIfNetwork(err))
+	}
+	return nil
+}
+
+func (s *blobStore) readTail(ctx context.Context, name string, size, n int64) ([]byte, error) {
+	n = min(n, size)
+	resp, err := s.client.NewBlobClient(name).DownloadStream(ctx, &blob.DownloadStreamOptions{
+		Range: blob.HTTPRange{Offset: size - n, Count: n},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: read %q: %w", s, name, transientIfNetwork(err))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read %q: %w", s, name, transientIfNetwork(err))
+	}
+	return b, nil
+}
+
+// cleanTemps removes spool files of the tag. Blocks staged by a commit that
+// crashed stay uncommitted on their blob: invisible to readers, dropped by
+// the next commit of that name, and garbage-collected by the service after
+// a week.
+func (s *blobStore) cleanTemps(_ context.Context, _ string, tag string) (int, error) {
+	entries, err := os.ReadDir(s.spoolDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("%s: spool dir %q: %w", s, s.spoolDir, err)
+	}
+	removed := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), tag+"-") || !strings.HasSuffix(e.Name(), spoolSuffix) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.spoolDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, fmt.Errorf("%s: remove spool file: %w", s, err)
+		}
+		removed++
+	}
+	return removed, nil
+}
+
+// blobPending is a spooled file waiting for its upload.
+type blobPending struct {
+	store     *blobStore
+	f         *os.File // nil once aborted or committed
+	committed bool
+}
+
+func (p *blobPending) Write(b []byte) (int, error) {
+	if p.f == nil {
+		return 0, fmt.Errorf("%s: write to a closed spool file", p.store)
+	}
+	return p.f.Write(b)
+}
+
+func (p *blobPending) commit(ctx context.Context, name string) error {
+	if p.committed {
+		return nil
+	}
+	if p.f == nil {
+		return fmt.Errorf("%s: commit %q: spool file already discarded", p.store, name)
+	}
+	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("%s: commit %q: rewind spool: %w", p.store, name, err)
+	}
+	bb := p.store.client.NewBlockBlobClient(name)
+	// Fresh block IDs on every attempt: a retried commit never mixes blocks
+	// with an earlier attempt. IDs of one blob must have the same length.
+	attempt := randomHex(8)
+	var ids []string
+	buf := make([]byte, p.store.blockSize)
+	for {
+		n, err := io.ReadFull(p.f, buf)
+		if n > 0 {
+			id := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-%08d", attempt, len(ids)))
+			if _, serr := bb.StageBlock(ctx, id, streaming.NopCloser(bytes.NewReader(buf[:n])), nil); serr != nil {
+				return fmt.Errorf("%s: stage block %d of %q: %w", p.store, len(ids), name, transientIfNetwork(serr))
+			}
+			ids = append(ids, id)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: read spool of %q: %w", p.store, name, err)
+		}
+	}
+	if _, err := bb.CommitBlockList(ctx, ids, nil); err != nil {
+		return fmt.Errorf("%s: commit block list of %q: %w", p.store, name, transientIfNetwork(err))
+	}
+	p.committed = true
+	_ = p.discardSpool()
+	return nil
+}
+
+func (p *blobPending) discardSpool() error {
+	if p.f == nil {
+		return nil
+	}
+	name := p.f.Name()
+	_ = p.f.Close()
+	p.f = nil
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: remove spool file: %w", p.store, err)
+	}
+	return nil
+}
+
+func (p *blobPending) abort() error { return p.discardSpool() }
+
+// transientIfNetwork marks errors worth retrying: all but a 4xx answer
+// from the service (bad request, auth, conflict), where 408 and 429 are
+// worth retrying too.
+func transientIfNetwork(err error) error {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 &&
+		re.StatusCode != http.StatusRequestTimeout && re.StatusCode != http.StatusTooManyRequests {
+		return err
+	}
+	return sinks.Transient(err)
+}
