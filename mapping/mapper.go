@@ -1,0 +1,516 @@
+package mapping
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Errors wrapped by [*ColumnError] for values that are absent.
+var (
+	// ErrMissing: the source has no value (a JSON path not in the body, an
+	// absent property) and the column is not nullable.
+	ErrMissing = errors.New("missing value")
+	// ErrNull: the value is JSON null (or a nil property) and the column is
+	// not nullable.
+	ErrNull = errors.New("null value in a non-nullable column")
+)
+
+// ColumnError is the failure of one column of one event.
+type ColumnError struct {
+	// Column is the column's name.
+	Column string
+	// Err says why, such as `"abc" is not a number`.
+	Err error
+}
+
+// Error returns `column "NAME": why`.
+func (e *ColumnError) Error() string {
+	return "column " + strconv.Quote(e.Column) + ": " + e.Err.Error()
+}
+
+// Unwrap returns the reason.
+func (e *ColumnError) Unwrap() error { return e.Err }
+
+// Mapper turns events into rows by a compiled mapping. It is safe for
+// concurrent use by several writers.
+type Mapper struct {
+	cols     Columns
+	root     *node // trie of the JSON paths; nil when the body is not read as JSON
+	needScan bool  // the body must be parsed (JSON paths, or @body / $ as json)
+	pool     sync.Pool
+}
+
+// Compile validates cols and builds a Mapper. The mapper keeps its own copy
+// of the columns.
+func Compile(cols Columns) (*Mapper, error) {
+	if err := cols.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Mapper{cols: append(Columns(nil), cols...), root: &node{}}
+	for i, c := range m.cols {
+		switch {
+		case c.From.Kind == SourceJSON:
+			m.root.add(c.From.Path, i)
+			m.needScan = true
+		case c.From.Kind == SourceBody && c.Type.Kind == KindJSON:
+			m.needScan = true // validate the body
+		}
+	}
+	m.pool.New = func() any { return &scanner{} }
+	return m, nil
+}
+
+// Columns returns the mapper's columns. The caller must not modify them.
+func (m *Mapper) Columns() Columns { return m.cols }
+
+// Map converts ev into row, which must have one element per column; each
+// element is set to the column's Go value (see the package documentation)
+// or nil. Map parses the body at most once and copies what it keeps, so
+// row does not alias ev. On failure it returns [ErrInvalidJSON] (wrapped)
+// or the [*ColumnError] of each failing column, joined; row's contents are
+// then unspecified.
+func (m *Mapper) Map(ev *sinks.Event, row []any) error {
+	if len(row) != len(m.cols) {
+		return fmt.Errorf("mapping: row has %d values for %d columns", len(row), len(m.cols))
+	}
+	sc := m.pool.Get().(*scanner)
+	defer m.pool.Put(sc)
+	if m.needScan {
+		err := sc.scan(ev.Body, m.root, len(m.cols))
+		sc.data = nil // do not keep the body alive in the pool
+		if err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for i := range m.cols {
+		c := &m.cols[i]
+		v, err := m.value(c, i, ev, sc)
+		if err == nil && v == nil && !c.Nullable {
+			err = ErrNull
+		}
+		if err != nil {
+			errs = append(errs, &ColumnError{Column: c.Name, Err: err})
+			v = nil
+		}
+		row[i] = v
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// scalar is a source value on its way to a column type.
+type scalar struct {
+	kind     byte // jString, jNumber, jTrue/jFalse (bool), jObject (raw JSON), 'i' int, 'T' time, 'x' bytes
+	text     []byte
+	raw      []byte // the JSON text of a value from the body
+	i        int64
+	t        time.Time
+	fromJSON bool
+}
+
+const (
+	sInt   byte = 'i'
+	sTime  byte = 'T'
+	sBytes byte = 'x'
+)
+
+// bytesOf views s as bytes without copying; the result must not be modified.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+func (m *Mapper) value(c *Column, i int, ev *sinks.Event, sc *scanner) (any, error) {
+	var s scalar
+	switch c.From.Kind {
+	case SourceJSON:
+		sp := sc.spans[i]
+		switch sp.kind {
+		case jMissing:
+			if !c.Nullable {
+				return nil, fmt.Errorf("%w at %s", ErrMissing, c.From)
+			}
+			return nil, nil
+		case jNull:
+			return nil, nil
+		}
+		s = scalar{kind: sp.kind, raw: ev.Body[sp.start:sp.end], fromJSON: true}
+		switch sp.kind {
+		case jString:
+			s.text = s.raw[1 : len(s.raw)-1]
+			if sp.escaped {
+				sc.buf = unescape(sc.buf[:0], s.text)
+				s.text = sc.buf
+			}
+		case jObject, jArray:
+			s.kind = jObject
+			s.text = s.raw
+		default:
+			s.text = s.raw
+		}
+	case SourcePartition:
+		s = scalar{kind: jString, text: bytesOf(ev.Partition)}
+	case SourceSequenceNumber:
+		s = scalar{kind: sInt, i: ev.SequenceNumber}
+	case SourceOffset:
+		s = scalar{kind: jString, text: bytesOf(ev.Offset)}
+	case SourceEnqueuedTime:
+		s = scalar{kind: sTime, t: ev.EnqueuedTime}
+	case SourcePartitionKey:
+		if ev.PartitionKey == nil {
+			return nil, nil
+		}
+		s = scalar{kind: jString, text: bytesOf(*ev.PartitionKey)}
+	case SourceContentType:
+		if ev.ContentType == nil {
+			return nil, nil
+		}
+		s = scalar{kind: jString, text: bytesOf(*ev.ContentType)}
+	case SourceProperty:
+		p, ok := ev.Properties[c.From.Property]
+		if !ok {
+			if !c.Nullable {
+				return nil, fmt.Errorf("%w at %s", ErrMissing, c.From)
+			}
+			return nil, nil
+		}
+		if p == nil {
+			return nil, nil
+		}
+		s = propertyScalar(p)
+	case SourceBody:
+		s = scalar{kind: sBytes, text: ev.Body, raw: ev.Body}
+	default:
+		return nil, fmt.Errorf("invalid source")
+	}
+	return convert(c.Type, &s, sc)
+}
+
+func propertyScalar(p any) scalar {
+	switch v := p.(type) {
+	case string:
+		return scalar{kind: jString, text: bytesOf(v)}
+	case bool:
+		if v {
+			return scalar{kind: jTrue}
+		}
+		return scalar{kind: jFalse}
+	case int:
+		return scalar{kind: sInt, i: int64(v)}
+	case int8:
+		return scalar{kind: sInt, i: int64(v)}
+	case int16:
+		return scalar{kind: sInt, i: int64(v)}
+	case int32:
+		return scalar{kind: sInt, i: int64(v)}
+	case int64:
+		return scalar{kind: sInt, i: v}
+	case uint8:
+		return scalar{kind: sInt, i: int64(v)}
+	case uint16:
+		return scalar{kind: sInt, i: int64(v)}
+	case uint32:
+		return scalar{kind: sInt, i: int64(v)}
+	case uint64:
+		if v <= math.MaxInt64 {
+			return scalar{kind: sInt, i: int64(v)}
+		}
+		return scalar{kind: jNumber, text: strconv.AppendUint(nil, v, 10)}
+	case float32:
+		return scalar{kind: jNumber, text: strconv.AppendFloat(nil, float64(v), 'g', -1, 32)}
+	case float64:
+		return scalar{kind: jNumber, text: strconv.AppendFloat(nil, v, 'g', -1, 64)}
+	case time.Time:
+		return scalar{kind: sTime, t: v}
+	case []byte:
+		return scalar{kind: sBytes, text: v}
+	default:
+		return scalar{kind: jString, text: []byte(fmt.Sprint(v))}
+	}
+}
+
+// quoteValue renders a value for an error message, shortened.
+func quoteValue(b []byte) string {
+	const limit = 40
+	if len(b) > limit {
+		return strconv.Quote(string(b[:limit])) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+func (s *scalar) describe() string {
+	switch s.kind {
+	case jString, jNumber, jObject:
+		if s.fromJSON && s.kind != jString {
+			return quoteValue(s.text)
+		}
+		return quoteValue(s.text)
+	case jTrue:
+		return "true"
+	case jFalse:
+		return "false"
+	case sInt:
+		return strconv.FormatInt(s.i, 10)
+	case sTime:
+		return s.t.UTC().Format(time.RFC3339Nano)
+	case sBytes:
+		return fmt.Sprintf("%d bytes", len(s.text))
+	}
+	return "value"
+}
+
+func convert(t Type, s *scalar, sc *scanner) (any, error) {
+	switch t.Kind {
+	case KindString:
+		switch s.kind {
+		case jString, jNumber, jObject, sBytes:
+			if !utf8.Valid(s.text) {
+				return nil, errors.New("value is not valid UTF-8")
+			}
+			return string(s.text), nil
+		case jTrue:
+			return "true", nil
+		case jFalse:
+			return "false", nil
+		case sInt:
+			return strconv.FormatInt(s.i, 10), nil
+		case sTime:
+			return s.t.UTC().Format(time.RFC3339Nano), nil
+		}
+	case KindInt64, KindInt32:
+		var n int64
+		switch s.kind {
+		case jString, jNumber:
+			v, ok := parseInt(s.text)
+			if !ok {
+				if _, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(s.text), len(s.text)), 64); err == nil && len(s.text) > 0 {
+					return nil, fmt.Errorf("%s is not an integer", quoteValue(s.text))
+				}
+				return nil, fmt.Errorf("%s is not a number", quoteValue(s.text))
+			}
+			n = v
+		case sInt:
+			n = s.i
+		default:
+			return nil, fmt.Errorf("%s is not an integer", s.describe())
+		}
+		if t.Kind == KindInt32 {
+			if n < math.MinInt32 || n > math.MaxInt32 {
+				return nil, fmt.Errorf("%d is out of range for int32", n)
+			}
+			return int32(n), nil
+		}
+		return n, nil
+	case KindDouble:
+		switch s.kind {
+		case jString, jNumber:
+			f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(s.text), len(s.text)), 64)
+			if err != nil || len(s.text) == 0 {
+				return nil, fmt.Errorf("%s is not a number", quoteValue(s.text))
+			}
+			return f, nil
+		case sInt:
+			return float64(s.i), nil
+		}
+		return nil, fmt.Errorf("%s is not a number", s.describe())
+	case KindDecimal:
+		switch s.kind {
+		case jString, jNumber:
+			d, dig, err := parseDecimal(s.text, t, sc.dig)
+			sc.dig = dig
+			if err != nil {
+				if errors.Is(err, errPrecision) {
+					return nil, fmt.Errorf("%s does not fit %s", quoteValue(s.text), t)
+				}
+				return nil, fmt.Errorf("%s is not a number", quoteValue(s.text))
+			}
+			return d, nil
+		case sInt:
+			sc.num = strconv.AppendInt(sc.num[:0], s.i, 10)
+			d, dig, err := parseDecimal(sc.num, t, sc.dig)
+			sc.dig = dig
+			if err != nil {
+				return nil, fmt.Errorf("%d does not fit %s", s.i, t)
+			}
+			return d, nil
+		}
+		return nil, fmt.Errorf("%s is not a number", s.describe())
+	case KindBoolean:
+		switch s.kind {
+		case jTrue:
+			return true, nil
+		case jFalse:
+			return false, nil
+		case jString:
+			switch string(s.text) {
+			case "true":
+				return true, nil
+			case "false":
+				return false, nil
+			}
+		}
+		return nil, fmt.Errorf("%s is not a boolean", s.describe())
+	case KindTimestamp:
+		var ts time.Time
+		switch s.kind {
+		case jString:
+			v, err := time.Parse(time.RFC3339Nano, unsafe.String(unsafe.SliceData(s.text), len(s.text)))
+			if err != nil {
+				return nil, fmt.Errorf("%s is not an RFC 3339 timestamp", quoteValue(s.text))
+			}
+			ts = v
+		case jNumber:
+			ms, ok := parseInt(s.text)
+			if !ok {
+				return nil, fmt.Errorf("%s is not a timestamp (numbers are Unix milliseconds)", quoteValue(s.text))
+			}
+			ts = time.UnixMilli(ms)
+		case sInt:
+			ts = time.UnixMilli(s.i)
+		case sTime:
+			ts = s.t
+		default:
+			return nil, fmt.Errorf("%s is not a timestamp", s.describe())
+		}
+		unit := time.Microsecond
+		if t.Unit == Millis {
+			unit = time.Millisecond
+		}
+		return ts.UTC().Truncate(unit), nil
+	case KindJSON:
+		switch {
+		case s.fromJSON:
+			return json.RawMessage(append([]byte(nil), s.raw...)), nil
+		case s.kind == sBytes && s.raw != nil: // the body, validated by the scan
+			return json.RawMessage(append([]byte(nil), s.raw...)), nil
+		case s.kind == jString:
+			if !utf8.Valid(s.text) {
+				return nil, errors.New("value is not valid UTF-8")
+			}
+			b, _ := json.Marshal(string(s.text))
+			return json.RawMessage(b), nil
+		case s.kind == jNumber:
+			return json.RawMessage(append([]byte(nil), s.text...)), nil
+		case s.kind == jTrue:
+			return json.RawMessage("true"), nil
+		case s.kind == jFalse:
+			return json.RawMessage("false"), nil
+		case s.kind == sInt:
+			return json.RawMessage(strconv.AppendInt(nil, s.i, 10)), nil
+		case s.kind == sTime:
+			return json.RawMessage(strconv.AppendQuote(nil, s.t.UTC().Format(time.RFC3339Nano))), nil
+		}
+		return nil, fmt.Errorf("%s is not JSON", s.describe())
+	case KindUUID:
+		switch s.kind {
+		case jString:
+			u, ok := parseUUID(s.text)
+			if !ok {
+				return nil, fmt.Errorf("%s is not a UUID", quoteValue(s.text))
+			}
+			return u, nil
+		case sBytes:
+			if len(s.text) == 16 {
+				return [16]byte(s.text), nil
+			}
+		}
+		return nil, fmt.Errorf("%s is not a UUID", s.describe())
+	case KindBytes:
+		switch {
+		case s.kind == jString && s.fromJSON:
+			b, err := base64.StdEncoding.DecodeString(unsafe.String(unsafe.SliceData(s.text), len(s.text)))
+			if err != nil {
+				return nil, fmt.Errorf("%s is not base64", quoteValue(s.text))
+			}
+			return b, nil
+		case s.kind == jString || s.kind == sBytes:
+			return append([]byte{}, s.text...), nil
+		case s.fromJSON:
+			return append([]byte{}, s.raw...), nil
+		}
+		return nil, fmt.Errorf("%s is not bytes", s.describe())
+	}
+	return nil, fmt.Errorf("cannot convert %s to %s", s.describe(), t)
+}
+
+// parseInt parses an optionally signed decimal integer without allocating.
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	neg := false
+	i := 0
+	if b[0] == '-' || b[0] == '+' {
+		neg = b[0] == '-'
+		i = 1
+		if len(b) == 1 {
+			return 0, false
+		}
+	}
+	var n uint64
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (math.MaxUint64-9)/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if neg {
+		if n > 1<<63 {
+			return 0, false
+		}
+		return -int64(n), true
+	}
+	if n > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// parseUUID parses the 36-character hyphenated form, the 32-character hex
+// form, and either in braces.
+func parseUUID(b []byte) ([16]byte, bool) {
+	var u [16]byte
+	if len(b) == 38 && b[0] == '{' && b[37] == '}' {
+		b = b[1:37]
+	}
+	switch len(b) {
+	case 36:
+		if b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
+			return u, false
+		}
+	case 32:
+	default:
+		return u, false
+	}
+	j := 0
+	for i := 0; i < len(b); i++ {
+		if b[i] == '-' && len(b) == 36 {
+			continue
+		}
+		hi, lo := hexVal(b[i]), rune(-1)
+		if i+1 < len(b) {
+			lo = hexVal(b[i+1])
+		}
+		if hi < 0 || lo < 0 || j >= 16 {
+			return u, false
+		}
+		u[j] = byte(hi<<4 | lo)
+		j++
+		i++
+	}
+	return u, j == 16
+}
