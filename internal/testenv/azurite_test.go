@@ -1,0 +1,89 @@
+package testenv_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
+	"github.com/ehsink/ehsink/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.StopSharedAzurite()
+	os.Exit(code)
+}
+
+// TestAzuriteServesBlobs proves the instance speaks the Blob API to the
+// azblob SDK through its connection string (which needs
+// --skipApiVersionCheck) and that the shared instance is reused.
+func TestAzuriteServesBlobs(t *testing.T) {
+	az := testenv.Azurite(t)
+	if again := testenv.Azurite(t); again != az {
+		t.Fatal("Azurite returned a second instance in one test binary")
+	}
+	ctx := context.Background()
+	client, err := azblob.NewClientFromConnectionString(az.ConnectionString(), nil)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	container := az.ContainerName(t)
+	if _, err := client.CreateContainer(ctx, container, nil); err != nil {
+		t.Fatalf("create container %s: %v", container, err)
+	}
+	if _, err := client.UploadBuffer(ctx, container, "a/b", []byte("hello"), nil); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	resp, err := client.DownloadStream(ctx, container, "a/b", nil)
+	if err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("downloaded %q, %v; want hello", got, err)
+	}
+}
+
+// TestNewAzuriteStops proves a private instance is gone after Stop: its
+// port no longer accepts connections (the process group got SIGKILL).
+func TestNewAzuriteStops(t *testing.T) {
+	az := testenv.NewAzurite(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(az.Port()))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial running instance: %v", err)
+	}
+	c.Close()
+	az.Stop()
+	az.Stop() // idempotent
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("%s still accepts connections after Stop", addr)
+	}
+}
+
+func TestContainerName(t *testing.T) {
+	az := testenv.Azurite(t)
+	tests := []struct{ name string }{{"Simple"}, {"With Spaces_and/Slashes"}, {strings.Repeat("Long", 30)}}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := az.ContainerName(t)
+			if len(n) < 3 || len(n) > 63 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" ||
+				strings.HasPrefix(n, "-") || strings.Contains(n, "--") {
+				t.Fatalf("ContainerName = %q: not a valid container name", n)
+			}
+			if seen[n] {
+				t.Fatalf("ContainerName %q repeated", n)
+			}
+			seen[n] = true
+		})
+	}
+}
