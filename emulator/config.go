@@ -1,0 +1,117 @@
+package emulator
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	// DefaultAddr is the default listen address: loopback, any free port.
+	DefaultAddr = "127.0.0.1:0"
+	// DefaultMaxMessageSize is the default max-message-size advertised to
+	// senders (the Standard tier's 1 MiB).
+	DefaultMaxMessageSize = 1 << 20
+	// DefaultHeartbeat is how often the server sends an empty frame on
+	// every connection; the SDK drops a connection after 60 s of silence.
+	DefaultHeartbeat = 15 * time.Second
+)
+
+// HubConfig declares one event hub.
+type HubConfig struct {
+	// Name is the event hub name (the EntityPath of connection strings).
+	Name string
+	// Partitions is the partition count; IDs are "0" to "Partitions-1".
+	// If zero, 4.
+	Partitions int
+	// ConsumerGroups lists consumer groups besides "$Default", which
+	// always exists. Receivers on other groups get amqp:not-found.
+	ConsumerGroups []string
+}
+
+// Config configures Start. The zero value is valid: a memory-only
+// emulator with no hubs on a free loopback port.
+type Config struct {
+	// Addr is the AMQP listen address. If empty, DefaultAddr.
+	Addr string
+	// Hubs lists the event hubs.
+	Hubs []HubConfig
+	// DataDir keeps every partition on disk so a restarted emulator serves
+	// the same events. If empty, events live in memory only.
+	DataDir string
+	// Retention drops events older than this. If zero, events are kept
+	// forever (or until RetentionBytes applies).
+	Retention time.Duration
+	// RetentionBytes bounds the stored bytes per partition. If zero,
+	// unlimited.
+	RetentionBytes int64
+	// MaxMessageSize is the largest message (a whole batch) a sender may
+	// send, advertised on sender links and enforced with
+	// amqp:link:message-size-exceeded. If zero, DefaultMaxMessageSize.
+	MaxMessageSize int64
+	// Keys maps SAS key names to keys. If empty, every CBS token and SASL
+	// PLAIN login is accepted. Otherwise put-token verifies the token's
+	// signature and expiry and answers 401 when they do not check out.
+	Keys map[string]string
+	// AdminAddr, if set, starts the admin HTTP server (fault injection and
+	// /health) on this address; use a loopback address. If empty, none.
+	AdminAddr string
+	// Heartbeat is the interval of the server's empty frames. If zero,
+	// DefaultHeartbeat.
+	Heartbeat time.Duration
+	// Logger receives connection and error logs. If nil, logs are discarded.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	for i := range c.Hubs {
+		if c.Hubs[i].Partitions == 0 {
+			c.Hubs[i].Partitions = 4
+		}
+	}
+	return c
+}
+
+// Validate reports every problem in c, each prefixed with its path.
+// Hub names and partition counts are checked again by the hub store.
+func (c Config) Validate() error {
+	var errs []error
+	for i, h := range c.Hubs {
+		if h.Name == "" {
+			errs = append(errs, fmt.Errorf("hubs[%d].name: required", i))
+		}
+		if h.Partitions < 0 {
+			errs = append(errs, fmt.Errorf("hubs[%d].partitions: %d is negative", i, h.Partitions))
+		}
+	}
+	if c.MaxMessageSize < 0 {
+		errs = append(errs, fmt.Errorf("max_message_size: %d is negative", c.MaxMessageSize))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("retention: %s is negative", c.Retention))
+	}
+	for name, key := range c.Keys {
+		if name == "" || key == "" {
+			errs = append(errs, errors.New("keys: key names and keys must be non-empty"))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) maxMessageSize() int64    { return c.MaxMessageSize }
+func (c *Config) heartbeat() time.Duration { return c.Heartbeat }
