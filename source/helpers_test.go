@@ -1,0 +1,5 @@
+package source_test
+
+import "github.com/ehsink/ehsink/secret"
+
+func secretOf(s string) secret.String { return secret.String(s) }

@@ -1,0 +1,315 @@
+package source_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/checkpoint"
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/produce"
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/source"
+)
+
+// testTimeout bounds each test's waits; a wait that reaches it is a failure
+// (the thing waited for never happened), not a timing assertion.
+const testTimeout = 2 * time.Minute
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("EHSINK_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+}
+
+// startEmulator runs an in-process emulator with the given hubs.
+func startEmulator(t *testing.T, cfg emulator.Config) *emulator.Server {
+	t.Helper()
+	srv, err := emulator.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start emulator: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv
+}
+
+func newProducer(t *testing.T, conn string) *azeventhubs.ProducerClient {
+	t.Helper()
+	p, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+func fileStore(t *testing.T) azeventhubs.CheckpointStore {
+	t.Helper()
+	s, err := checkpoint.NewFileStore(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// recorder is the minimal partition loop of the tests: it records every
+// event and checkpoints after each batch, like the runner does after a flush.
+type recorder struct {
+	mu       sync.Mutex
+	events   []sinks.Event
+	byPart   map[string][]sinks.Event
+	lost     map[string]int // ownership losses seen per partition
+	claims   map[string]int
+	want     int
+	reached  chan struct{}
+	once     sync.Once
+	noCkpt   bool
+	afterAdd func(p *source.Partition, batch []sinks.Event)
+}
+
+func newRecorder(want int) *recorder {
+	return &recorder{byPart: map[string][]sinks.Event{}, lost: map[string]int{}, claims: map[string]int{}, want: want, reached: make(chan struct{})}
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+func (r *recorder) handle(ctx context.Context, p *source.Partition) error {
+	r.mu.Lock()
+	r.claims[p.ID()]++
+	r.mu.Unlock()
+	for {
+		batch, err := p.Receive(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, source.ErrOwnershipLost) {
+			r.mu.Lock()
+			r.lost[p.ID()]++
+			r.mu.Unlock()
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		for i := range batch {
+			batch[i].Body = append([]byte(nil), batch[i].Body...)
+		}
+		r.mu.Lock()
+		r.events = append(r.events, batch...)
+		r.byPart[p.ID()] = append(r.byPart[p.ID()], batch...)
+		n := len(r.events)
+		r.mu.Unlock()
+		if r.afterAdd != nil {
+			r.afterAdd(p, batch)
+		}
+		if !r.noCkpt {
+			if err := p.Checkpoint(ctx, batch[len(batch)-1].Position()); err != nil {
+				if errors.Is(err, source.ErrOwnershipLost) {
+					r.mu.Lock()
+					r.lost[p.ID()]++
+					r.mu.Unlock()
+				}
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+		if r.want > 0 && n >= r.want {
+			r.once.Do(func() { close(r.reached) })
+		}
+	}
+}
+
+// run starts src.Run in the background; the returned func cancels it and
+// returns Run's error.
+func run(t *testing.T, ctx context.Context, src *source.Source, handle func(context.Context, *source.Partition) error) (stop func() error, done <-chan error) {
+	t.Helper()
+	rctx, cancel := context.WithCancel(ctx)
+	ch := make(chan error, 1)
+	go func() { ch <- src.Run(rctx, handle) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-ch
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop, ch
+}
+
+func newSource(t *testing.T, ctx context.Context, opts source.Options) *source.Source {
+	t.Helper()
+	if opts.UpdateInterval == 0 {
+		opts.UpdateInterval = 500 * time.Millisecond
+		opts.OwnershipExpiration = 3 * time.Second
+	}
+	if opts.MaxWait == 0 {
+		opts.MaxWait = 200 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	src, err := source.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("source.New: %v", err)
+	}
+	t.Cleanup(func() { _ = src.Close(context.Background()) })
+	return src
+}
+
+func waitFor(t *testing.T, ctx context.Context, ch <-chan struct{}, runDone <-chan error, what string, progress func() string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case err := <-runDone:
+		t.Fatalf("Run returned %v while waiting for %s (%s)", err, what, progress())
+	case <-ctx.Done():
+		t.Fatalf("gave up waiting for %s: %s", what, progress())
+	}
+}
+
+// checkOncePerKeyInOrder checks that events holds every demo order exactly
+// once and each customer's orders in the order they were sent.
+func checkOncePerKeyInOrder(t *testing.T, events []sinks.Event, want int) {
+	t.Helper()
+	seen := map[string]bool{}
+	lastSeq := map[string]int{}
+	for _, e := range events {
+		var o produce.Order
+		if err := json.Unmarshal(e.Body, &o); err != nil {
+			t.Fatalf("%s: body %q: %v", e.String(), e.Body, err)
+		}
+		if seen[o.OrderID] {
+			t.Errorf("order %s delivered twice (%s)", o.OrderID, e.String())
+		}
+		seen[o.OrderID] = true
+		if e.PartitionKey == nil || *e.PartitionKey != o.Customer.ID {
+			t.Errorf("%s: partition key %v, want %s", e.String(), e.PartitionKey, o.Customer.ID)
+		}
+		if o.Seq != lastSeq[o.Customer.ID]+1 {
+			t.Errorf("customer %s: order seq %d after %d", o.Customer.ID, o.Seq, lastSeq[o.Customer.ID])
+		}
+		lastSeq[o.Customer.ID] = o.Seq
+	}
+	if len(seen) != want {
+		t.Errorf("%d distinct orders delivered, want %d", len(seen), want)
+	}
+}
+
+// storedCheckpoints returns the store's checkpoints by partition.
+func storedCheckpoints(t *testing.T, ctx context.Context, store azeventhubs.CheckpointStore, srv *emulator.Server, hub string) map[string]int64 {
+	t.Helper()
+	props, err := azeventhubs.ParseConnectionString(srv.ConnectionString(hub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := store.ListCheckpoints(ctx, props.FullyQualifiedNamespace, hub, azeventhubs.DefaultConsumerGroup, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, cp := range cps {
+		if cp.SequenceNumber == nil {
+			t.Fatalf("checkpoint of partition %s has no sequence number", cp.PartitionID)
+		}
+		out[cp.PartitionID] = *cp.SequenceNumber
+	}
+	return out
+}
+
+// TestDeliversEveryEventOnceInOrderAndResumes sends 10,000 demo orders with
+// 50 partition keys over 4 partitions, reads them through the source with a
+// checkpoint after each batch, then restarts the source and sends more: the
+// restart starts right after the checkpoints and re-delivers nothing.
+func TestDeliversEveryEventOnceInOrderAndResumes(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	producer := newProducer(t, conn)
+	const total = 10000
+	if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: total, Keys: 50, Seed: 7}); err != nil || n != total {
+		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
+	}
+	store := fileStore(t)
+
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", MaxEvents: 300})
+	rec := newRecorder(total)
+	stop, done := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.reached, done, "10,000 events", func() string { return fmt.Sprintf("%d received", rec.count()) })
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(rec.byPart) != 4 {
+		t.Errorf("events came from %d partitions, want 4", len(rec.byPart))
+	}
+	for id, evs := range rec.byPart {
+		for i, e := range evs {
+			if e.SequenceNumber != int64(i) || e.Partition != id {
+				t.Fatalf("partition %s event %d: %s, want seq %d", id, i, e.String(), i)
+			}
+		}
+	}
+	checkOncePerKeyInOrder(t, rec.events, total)
+	cps := storedCheckpoints(t, ctx, store, srv, "orders")
+	for id, evs := range rec.byPart {
+		if cps[id] != evs[len(evs)-1].SequenceNumber {
+			t.Errorf("partition %s: checkpoint %d, last event %d", id, cps[id], evs[len(evs)-1].SequenceNumber)
+		}
+	}
+	if err := src.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart: a new source on the same store gets only what is new.
+	const more = 400
+	if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: more, Keys: 50, Seed: 8}); err != nil || n != more {
+		t.Fatalf("Demo sent %d, %v", n, err)
+	}
+	src2 := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy"})
+	rec2 := newRecorder(more)
+	stop2, done2 := run(t, ctx, src2, rec2.handle)
+	waitFor(t, ctx, rec2.reached, done2, "the events sent after the restart", func() string { return fmt.Sprintf("%d received", rec2.count()) })
+	if err := stop2(); err != nil {
+		t.Fatalf("Run after restart: %v", err)
+	}
+	if got := rec2.count(); got != more {
+		t.Errorf("after restart %d events delivered, want %d", got, more)
+	}
+	for id, evs := range rec2.byPart {
+		if first := evs[0].SequenceNumber; first != cps[id]+1 {
+			t.Errorf("partition %s resumed at seq %d, want %d (checkpoint %d)", id, first, cps[id]+1, cps[id])
+		}
+	}
+	checkOncePerKeyInOrder(t, rec2.events, more)
+}
