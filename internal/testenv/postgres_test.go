@@ -1,0 +1,67 @@
+package testenv_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/internal/testenv"
+)
+
+// TestPostgresStopStart proves a private server accepts connections, goes
+// away on Stop, comes back on Start with its data, and that databases from
+// NewDatabase are isolated.
+func TestPostgresStopStart(t *testing.T) {
+	pg := testenv.NewPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	dsnA, dsnB := pg.NewDatabase(t), pg.NewDatabase(t)
+	exec := func(dsn, sql string) error {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec(dsnA, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(dsnB, "SELECT * FROM kept"); err == nil {
+		t.Fatal("database B sees database A's table")
+	}
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(dsnA, "SELECT 1"); err == nil {
+		t.Fatal("connected to a stopped server")
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsnA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 1 {
+		t.Fatalf("after restart: %d, %v", v, err)
+	}
+}
+
+func TestExternalPostgresIsNotStopped(t *testing.T) {
+	t.Setenv(testenv.PostgresDSNEnv, "postgres://nobody@127.0.0.1:1/x")
+	// Only meaningful before the shared instance exists in this binary;
+	// this package's other tests use private instances.
+	pg := testenv.Postgres(t)
+	if err := pg.Stop(); !errors.Is(err, testenv.ErrExternalPostgres) {
+		t.Fatalf("Stop of an external server = %v, want ErrExternalPostgres", err)
+	}
+}
