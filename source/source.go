@@ -15,10 +15,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 )
 
-// probeTimeout bounds the consumer group probe of New when ctx has no
-// earlier deadline: the attach is refused at once when the group is missing,
-// so waiting longer proves nothing more.
-const probeTimeout = 3 * time.Second
+// probeTimeout bounds the consumer group probe of New: the attach is refused
+// at once when the group is missing, so waiting longer proves nothing more.
+// The probe reads from the earliest event, so it ends at once on a partition
+// that holds events.
+const probeTimeout = 2 * time.Second
 
 // closeTimeout bounds closing a partition client after its handler returned.
 const closeTimeout = 10 * time.Second
@@ -48,7 +49,7 @@ type Source struct {
 // in a retry loop. It starts no goroutine.
 func New(ctx context.Context, opts Options) (*Source, error) {
 	if err := opts.Validate(); err != nil {
-		return nil, fmt.Errorf("event hub %q: %w", opts.EventHub, err)
+		return nil, fmt.Errorf("source: %w", err)
 	}
 	opts = opts.withDefaults()
 	policy, _ := ParsePolicy(opts.OnInvalidCheckpoint)
@@ -91,7 +92,7 @@ func resolveHub(opts Options) (hub, ns string, err error) {
 	// The SDK's parse errors name the missing key, never the value.
 	props, err := azeventhubs.ParseConnectionString(opts.Connection.Reveal())
 	if err != nil {
-		return "", "", fmt.Errorf("event hub %q: connection string: %w", opts.EventHub, err)
+		return "", "", fmt.Errorf("source: connection string: %w", err)
 	}
 	hub = opts.EventHub
 	if props.EntityPath != nil && *props.EntityPath != "" {
@@ -139,7 +140,7 @@ func (s *Source) check(ctx context.Context, probe *azeventhubs.ConsumerClient) e
 		return fmt.Errorf("event hub %q: no partitions", s.hub)
 	}
 	pc, err := probe.NewPartitionClient(props.PartitionIDs[0], &azeventhubs.PartitionClientOptions{
-		StartPosition: azeventhubs.StartPosition{Latest: ptr(true)},
+		StartPosition: azeventhubs.StartPosition{Earliest: ptr(true)},
 		Prefetch:      -1,
 	})
 	if err != nil {
@@ -168,9 +169,9 @@ func (s *Source) check(ctx context.Context, probe *azeventhubs.ConsumerClient) e
 func (s *Source) explain(err error, subject string) error {
 	switch {
 	case isNotFound(err):
-		return fmt.Errorf("%s: %w (check the name and the namespace)", subject, errors.Join(ErrNotFound, err))
+		return fmt.Errorf("%s: %w (check the name and the namespace): %w", subject, ErrNotFound, err)
 	case isUnauthorized(err):
-		return fmt.Errorf("%s: %w: the connection string or credential was refused (check the key name, key and its Listen claim)", subject, errors.Join(ErrUnauthorized, err))
+		return fmt.Errorf("%s: %w: the connection string or credential was refused (check the key name, the key and its Listen claim): %w", subject, ErrUnauthorized, err)
 	}
 	return fmt.Errorf("%s: cannot reach the namespace: %w", subject, err)
 }
