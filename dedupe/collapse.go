@@ -1,0 +1,38 @@
+package dedupe
+
+// Collapse keeps, for every key, only the item with the highest sequence
+// number (the last one on ties), and returns the survivors in their
+// original relative order, which for a partition batch is sequence-number
+// order. It works in place: the result shares items' backing array, and
+// items beyond the result's length are left unspecified.
+//
+// Upsert sinks need it because PostgreSQL refuses to touch one row twice in
+// a single INSERT ... ON CONFLICT DO UPDATE ("command cannot affect row a
+// second time"), and because only the newest value of a key matters.
+//
+// key and seq are called once per item. A batch without repeated keys is
+// returned unchanged (same length, same order); Collapse allocates one map
+// of len(items) entries per call.
+func Collapse[T any, K comparable](items []T, key func(*T) K, seq func(*T) int64) []T {
+	if len(items) < 2 {
+		return items
+	}
+	best := make(map[K]int, len(items)) // key -> index of its newest item
+	for i := range items {
+		k := key(&items[i])
+		if j, ok := best[k]; !ok || seq(&items[i]) >= seq(&items[j]) {
+			best[k] = i
+		}
+	}
+	if len(best) == len(items) {
+		return items
+	}
+	out := 0
+	for i := range items {
+		if best[key(&items[i])] == i {
+			items[out] = items[i]
+			out++
+		}
+	}
+	return items[:out]
+}
