@@ -111,3 +111,11 @@ func receiveN(t *testing.T, pc *azeventhubs.PartitionClient, n int) []*azeventhu
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// shortCtx is for calls expected to wait for nothing (for example to
+// attach a link before events exist); running out is not a failure.
+func shortCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	t.Cleanup(cancel)
+	return ctx
+}
