@@ -1,0 +1,10 @@
+package parquet
+
+import "time"
+
+// setClock replaces the sink's clock, which dates a file's first event for
+// max_age.
+func (s *Sink) setClock(now func() time.Time) { s.now = now }
+
+// wrapStore lets a test put a fault-injecting store in front of the real one.
+func (s *Sink) wrapStore(wrap func(store) store) { s.store = wrap(s.store) }

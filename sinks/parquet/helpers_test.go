@@ -1,0 +1,302 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// destination is where a test's sink writes, and a view of it that reads
+// every visible file back without going through the sink.
+type destination struct {
+	name string
+	// config returns a sink config writing to this destination.
+	config func() *Config
+	// files returns every visible file: name -> contents.
+	files func(t *testing.T) map[string][]byte
+	// temps returns leftover temporary objects a crash may leave (local:
+	// hidden .ehsink-* files; Blob: spool files, never visible in the container).
+	temps func(t *testing.T) []string
+}
+
+// localDestination is a fresh temporary directory.
+func localDestination(t *testing.T) destination {
+	t.Helper()
+	dir := t.TempDir()
+	return destination{
+		name:   "local",
+		config: func() *Config { c := NewConfig(); c.Dir = dir; return c },
+		files: func(t *testing.T) map[string][]byte {
+			t.Helper()
+			out := map[string][]byte{}
+			err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+					return err // readers skip hidden files, as Hive and Spark do
+				}
+				b, err := os.ReadFile(p)
+				rel, _ := filepath.Rel(dir, p)
+				out[filepath.ToSlash(rel)] = b
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		},
+		temps: func(t *testing.T) []string {
+			t.Helper()
+			var out []string
+			_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), tempPrefix) {
+					out = append(out, p)
+				}
+				return nil
+			})
+			return out
+		},
+	}
+}
+
+// blobDestination is a fresh container in the shared Azurite.
+func blobDestination(t *testing.T) destination {
+	t.Helper()
+	az := testenv.Azurite(t)
+	name := az.ContainerName(t)
+	spool := t.TempDir()
+	conn := az.ConnectionString()
+	client, err := newBlobClient(conn, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return destination{
+		name: "blob",
+		config: func() *Config {
+			c := NewConfig()
+			c.Blob = &BlobConfig{Connection: secret.String(conn), Container: name, SpoolDir: spool}
+			return c
+		},
+		files: func(t *testing.T) map[string][]byte { t.Helper(); return blobFiles(t, client) },
+		temps: func(t *testing.T) []string {
+			t.Helper()
+			entries, _ := os.ReadDir(spool)
+			var out []string
+			for _, e := range entries {
+				out = append(out, e.Name())
+			}
+			return out
+		},
+	}
+}
+
+func blobFiles(t *testing.T, client *container.Client) map[string][]byte {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string][]byte{}
+	pager := client.NewListBlobsFlatPager(nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list blobs: %v", err)
+		}
+		for _, b := range page.Segment.BlobItems {
+			resp, err := client.NewBlobClient(*b.Name).DownloadStream(ctx, nil)
+			if err != nil {
+				t.Fatalf("download %s: %v", *b.Name, err)
+			}
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("download %s: %v", *b.Name, err)
+			}
+			out[*b.Name] = data
+		}
+	}
+	return out
+}
+
+// table is a Parquet file as arrow-go reads it.
+type table struct {
+	fields []arrow.Field
+	rows   []map[string]any
+	meta   map[string]string
+}
+
+// readParquet reads a whole file with arrow-go's Parquet reader, an
+// implementation independent of the parquet-go writer under test. Values
+// come out as string, int32, int64, float64, bool, time.Time (UTC), []byte,
+// a decimal as UNSCALEDe-SCALE, or nil.
+func readParquet(t *testing.T, name string, data []byte) table {
+	t.Helper()
+	rdr, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%s: arrow-go cannot open it: %v", name, err)
+	}
+	defer rdr.Close()
+	tb := table{meta: map[string]string{}}
+	kv := rdr.MetaData().KeyValueMetadata()
+	for i, k := range kv.Keys() {
+		tb.meta[k] = kv.Values()[i]
+	}
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	at, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatalf("%s: arrow-go cannot read it: %v", name, err)
+	}
+	defer at.Release()
+	tb.fields = at.Schema().Fields()
+	n := int(at.NumRows())
+	tb.rows = make([]map[string]any, n)
+	for i := range tb.rows {
+		tb.rows[i] = map[string]any{}
+	}
+	for c := 0; c < int(at.NumCols()); c++ {
+		col := at.Column(c)
+		row := 0
+		for _, chunk := range col.Data().Chunks() {
+			for i := 0; i < chunk.Len(); i++ {
+				tb.rows[row][col.Name()] = arrowValue(chunk, i)
+				row++
+			}
+		}
+	}
+	return tb
+}
+
+func arrowValue(a arrow.Array, i int) any {
+	if a.IsNull(i) {
+		return nil
+	}
+	switch x := a.(type) {
+	case *array.String:
+		return x.Value(i)
+	case *array.Int32:
+		return x.Value(i)
+	case *array.Int64:
+		return x.Value(i)
+	case *array.Float64:
+		return x.Value(i)
+	case *array.Boolean:
+		return x.Value(i)
+	case *array.Timestamp:
+		unit := x.DataType().(*arrow.TimestampType).Unit
+		return x.Value(i).ToTime(unit).UTC()
+	case *array.Decimal128:
+		// Unscaled value and scale: exact, with no formatting choices.
+		return fmt.Sprintf("%se-%d", x.Value(i).BigInt(), x.DataType().(*arrow.Decimal128Type).Scale)
+	case *array.Binary:
+		return slices.Clone(x.Value(i))
+	case *array.FixedSizeBinary:
+		return slices.Clone(x.Value(i))
+	}
+	return a.ValueStr(i)
+}
+
+// committedSeqs reads every visible data file of a partition and returns
+// the seq column, files in name order (which is sequence order), rows in
+// file order. It also checks each file's name against its metadata.
+func committedSeqs(t *testing.T, d destination, partition string) []int64 {
+	t.Helper()
+	files := d.files(t)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		if strings.HasSuffix(n, ".parquet") && strings.Contains(n, "/partition="+partition+"/") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var out []int64
+	for _, n := range names {
+		tb := readParquet(t, n, files[n])
+		if tb.meta[metaPartition] != partition {
+			t.Fatalf("%s: metadata partition %q, want %q", n, tb.meta[metaPartition], partition)
+		}
+		base := strings.TrimSuffix(n[strings.LastIndexByte(n, '/')+1:], ".parquet")
+		parts := strings.Split(base, "-")
+		first, _ := strconv.ParseInt(parts[1], 10, 64)
+		last, _ := strconv.ParseInt(parts[2], 10, 64)
+		if tb.meta[metaFirstSeq] != strconv.FormatInt(first, 10) || tb.meta[metaLastSeq] != strconv.FormatInt(last, 10) {
+			t.Fatalf("%s: metadata range %s..%s does not match the name", n, tb.meta[metaFirstSeq], tb.meta[metaLastSeq])
+		}
+		for _, r := range tb.rows {
+			seq := r["seq"].(int64)
+			if seq < first || seq > last {
+				t.Fatalf("%s holds seq %d outside its range", n, seq)
+			}
+			out = append(out, seq)
+		}
+	}
+	return out
+}
+
+// kitColumns maps the sinktest kit's event body, plus metadata, to 8 columns.
+func kitColumns(t testing.TB) mapping.Columns {
+	t.Helper()
+	var cols mapping.Columns
+	for _, c := range [][3]string{
+		{"id", "$.id", "string"},
+		{"seq", "@sequence_number", "int64"},
+		{"customer", "$.customer", "string"},
+		{"amount", "$.amount", "decimal(12,2)"},
+		{"ts", "$.ts", "timestamp(ms)"},
+		{"enqueued", "@enqueued_time", "timestamp"},
+		{"key", "@partition_key", "string"},
+		{"source", "@properties.source", "string"},
+	} {
+		col, err := mapping.NewColumn(c[0], c[1], c[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, col)
+	}
+	return cols
+}
+
+// newSink builds a sink on d with the kit's columns; edit adjusts the config.
+func newSink(t *testing.T, d destination, edit func(*Config)) *Sink {
+	t.Helper()
+	c := d.config()
+	c.Columns = kitColumns(t)
+	if edit != nil {
+		edit(c)
+	}
+	s, err := New(context.Background(), c, sinks.Info{Connector: "orders-pq", EventHub: "orders", ConsumerGroup: "$Default"})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// clock is a settable test clock.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func parquetReader(data []byte) (*file.Reader, error) {
+	return file.NewParquetReader(bytes.NewReader(data))
+}
