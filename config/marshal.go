@@ -28,7 +28,8 @@ var (
 // text, nil pointers and nil interfaces left out, map keys sorted. A field
 // tagged `yaml:",inline"` (or an untagged embedded struct) that holds a
 // struct or a map, directly or through a pointer or interface, has its keys
-// written into the enclosing map.
+// written into the enclosing map; a key of the enclosing struct shadows an
+// inline key of the same name.
 func Marshal(v any) ([]byte, error) {
 	n, err := encodeValue(reflect.ValueOf(v))
 	if err != nil {
@@ -172,7 +173,22 @@ func encodeStruct(v reflect.Value) (*yaml.Node, error) {
 		k, _ := scalarNode(name)
 		n.Content = append(n.Content, k, val)
 	}
-	return n, nil
+	return dedupeKeys(n), nil
+}
+
+// dedupeKeys keeps the first of repeated keys in a mapping, so that a field
+// of an outer struct shadows an inline field of the same name.
+func dedupeKeys(n *yaml.Node) *yaml.Node {
+	seen := map[string]bool{}
+	content := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i].Value; !seen[k] {
+			seen[k] = true
+			content = append(content, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = content
+	return n
 }
 
 func indirectKind(t reflect.Type) reflect.Kind {

@@ -1,0 +1,139 @@
+package connector
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// The defaults written on the fields of spec.go, in one place.
+const (
+	defaultDrainTimeout        = 30 * time.Second
+	defaultEmulatorListen      = "127.0.0.1:0"
+	defaultEmulatorHub         = "orders"
+	defaultEmulatorPartitions  = 4
+	defaultDemoRate            = 20
+	defaultDemoKeys            = 50
+	defaultCredential          = "default"
+	defaultConsumerGroup       = "$Default"
+	defaultStart               = "earliest"
+	defaultOnInvalidCheckpoint = "fail"
+	defaultBatchMaxEvents      = 500
+	defaultBatchMaxWait        = time.Second
+	defaultPrefetch            = 300
+	defaultStrategy            = "balanced"
+	defaultUpdateInterval      = 10 * time.Second
+	defaultOwnershipExpiration = 60 * time.Second
+	defaultCheckpointDir       = ".ehsink/checkpoints"
+	defaultInitialBackoff      = 200 * time.Millisecond
+	defaultMaxBackoff          = 30 * time.Second
+	defaultTolerance           = "all"
+	defaultDeadLetterRoot      = ".ehsink/dead-letters"
+)
+
+// withDefaults returns a copy of c with every zero field that has a
+// documented default set to it. c is not modified; sink configs (already
+// defaulted by their drivers' NewConfig) are shared, not copied.
+func (c *Config) withDefaults() *Config {
+	out := *c
+	if out.DrainTimeout == 0 {
+		out.DrainTimeout = defaultDrainTimeout
+	}
+	if c.Emulator != nil {
+		e := *c.Emulator
+		if e.Listen == "" {
+			e.Listen = defaultEmulatorListen
+		}
+		if len(e.Hubs) == 0 {
+			e.Hubs = map[string]int{defaultEmulatorHub: defaultEmulatorPartitions}
+		} else {
+			e.Hubs = maps.Clone(e.Hubs)
+		}
+		if e.Demo != nil {
+			d := *e.Demo
+			if d.EventHub == "" {
+				d.EventHub = slices.Sorted(maps.Keys(e.Hubs))[0]
+			}
+			if d.Rate == 0 {
+				d.Rate = defaultDemoRate
+			}
+			if d.Keys == 0 {
+				d.Keys = defaultDemoKeys
+			}
+			e.Demo = &d
+		}
+		out.Emulator = &e
+	}
+	out.Connectors = slices.Clone(c.Connectors)
+	for i := range out.Connectors {
+		out.Connectors[i].withDefaults()
+	}
+	return &out
+}
+
+// withDefaults fills in s's defaults in place; s is a copy owned by the caller.
+func (s *Spec) withDefaults() {
+	src := &s.Source
+	if src.Namespace != "" && src.Credential == "" {
+		src.Credential = defaultCredential
+	}
+	if src.ConsumerGroup == "" {
+		src.ConsumerGroup = defaultConsumerGroup
+	}
+	if src.Start == "" {
+		src.Start = defaultStart
+	}
+	if src.OnInvalidCheckpoint == "" {
+		src.OnInvalidCheckpoint = defaultOnInvalidCheckpoint
+	}
+	if src.Batch.MaxEvents == 0 {
+		src.Batch.MaxEvents = defaultBatchMaxEvents
+	}
+	if src.Batch.MaxWait == 0 {
+		src.Batch.MaxWait = defaultBatchMaxWait
+	}
+	if src.Prefetch == 0 {
+		src.Prefetch = defaultPrefetch
+	}
+	lb := &src.LoadBalancing
+	if lb.Strategy == "" {
+		lb.Strategy = defaultStrategy
+	}
+	if lb.UpdateInterval == 0 {
+		lb.UpdateInterval = defaultUpdateInterval
+	}
+	if lb.OwnershipExpiration == 0 {
+		lb.OwnershipExpiration = defaultOwnershipExpiration
+	}
+
+	cp := &s.Checkpoint
+	if cp.Blob != nil {
+		b := *cp.Blob
+		cp.Blob = &b
+	}
+	if cp.File != nil {
+		f := *cp.File
+		cp.File = &f
+	}
+	if cp.Blob == nil && cp.File == nil {
+		cp.File = &FileCheckpointSpec{}
+	}
+	if cp.File != nil && cp.File.Dir == "" {
+		cp.File.Dir = defaultCheckpointDir
+	}
+
+	e := &s.Errors
+	if e.Retry.InitialBackoff == 0 {
+		e.Retry.InitialBackoff = defaultInitialBackoff
+	}
+	if e.Retry.MaxBackoff == 0 {
+		e.Retry.MaxBackoff = defaultMaxBackoff
+	}
+	if e.Tolerance == "" {
+		e.Tolerance = defaultTolerance
+	}
+	if e.DeadLetter.Dir == "" && s.Name != "" {
+		e.DeadLetter.Dir = filepath.Join(defaultDeadLetterRoot, s.Name)
+	}
+}

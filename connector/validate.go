@@ -1,0 +1,312 @@
+package connector
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ehsink/ehsink/config"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// EmulatorConnection is the value of `source.connection` that connects a
+// connector to the in-process emulator declared by the `emulator:` block.
+const EmulatorConnection = "emulator"
+
+// Validate checks c, with its defaults filled in (a zero field that has a
+// default is valid), and reports every problem at once, as [*config.Error]
+// values with their paths, joined with errors.Join. It calls the Validate
+// method of every sink config that has one ([sinks.Validator]). It does not
+// check that sink types are registered: [Load] does, with its registry.
+func (c *Config) Validate() error {
+	return c.withDefaults().validate()
+}
+
+// problems collects config problems.
+type problems []error
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, &config.Error{Path: path, Err: fmt.Errorf(format, args...)})
+}
+
+// validate checks a config whose defaults are filled in.
+func (c *Config) validate() error {
+	var p problems
+	if len(c.Connectors) == 0 {
+		p.add("connectors", "at least one connector is required")
+	}
+	if c.DrainTimeout < 0 {
+		p.add("drain_timeout", "must be positive, got %s", c.DrainTimeout)
+	}
+	if c.Emulator != nil {
+		c.Emulator.validate("emulator", &p)
+	}
+	firstUse := map[string]int{}
+	for i := range c.Connectors {
+		s := &c.Connectors[i]
+		path := fmt.Sprintf("connectors[%d]", i)
+		if s.Name != "" {
+			if j, dup := firstUse[s.Name]; dup {
+				p.add(path+".name", "duplicate connector name %q (also connectors[%d]): names must be unique, they key checkpoints and sink state", s.Name, j)
+			} else {
+				firstUse[s.Name] = i
+			}
+		}
+		s.validate(path, c.Emulator, &p)
+	}
+	return errors.Join(p...)
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func (s *Spec) validate(path string, emu *EmulatorSpec, p *problems) {
+	switch {
+	case s.Name == "":
+		p.add(path+".name", "required")
+	case !nameRE.MatchString(s.Name):
+		p.add(path+".name", "%q: use letters, digits, '.', '_' and '-' (it names files and metrics)", s.Name)
+	}
+	s.Source.validate(path+".source", emu, p)
+	s.Checkpoint.validate(path+".checkpoint", p)
+	s.Sink.validate(path+".sink", p)
+	s.Errors.validate(path+".errors", p)
+}
+
+func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
+	conn := s.Connection.Reveal()
+	var entityPath string
+	switch {
+	case conn == "" && s.Namespace == "":
+		p.add(path+".connection", "required: set connection (a connection string, or %q) or namespace", EmulatorConnection)
+	case conn != "" && s.Namespace != "":
+		p.add(path+".namespace", "set connection or namespace, not both")
+	case conn == EmulatorConnection:
+		if emu == nil {
+			p.add(path+".connection", "%q needs an emulator: block at the top level of the file", EmulatorConnection)
+		} else if s.EventHub != "" {
+			if _, ok := emu.Hubs[s.EventHub]; !ok {
+				p.add(path+".eventhub", "%q is not a hub of the emulator (hubs: %s)", s.EventHub, strings.Join(slices.Sorted(maps.Keys(emu.Hubs)), ", "))
+			}
+		}
+	case conn != "":
+		props := parseConnectionString(conn)
+		if props["endpoint"] == "" {
+			// Never echo the value: it may hold a key.
+			p.add(path+".connection", "not an Event Hubs connection string (no Endpoint=sb://...; part), nor %q", EmulatorConnection)
+		}
+		entityPath = props["entitypath"]
+	case s.Namespace != "":
+		if !strings.Contains(s.Namespace, ".") || strings.Contains(s.Namespace, "/") {
+			p.add(path+".namespace", "%q: write the fully qualified namespace, NAME.servicebus.windows.net", s.Namespace)
+		}
+	}
+	if s.Credential != "" && s.Namespace == "" {
+		p.add(path+".credential", "used only with namespace (a connection string carries its own key)")
+	} else if s.Credential != "" && s.Credential != defaultCredential {
+		p.add(path+".credential", "%q: only %q (DefaultAzureCredential) is supported", s.Credential, defaultCredential)
+	}
+	switch {
+	case s.EventHub == "" && entityPath == "":
+		p.add(path+".eventhub", "required (the connection string has no EntityPath)")
+	case s.EventHub != "" && entityPath != "" && s.EventHub != entityPath:
+		p.add(path+".eventhub", "%q differs from the connection string's EntityPath %q", s.EventHub, entityPath)
+	}
+	if err := checkStart(s.Start); err != nil {
+		p.add(path+".start", "%v", err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.StartPartitions)) {
+		if err := checkStart(s.StartPartitions[id]); err != nil {
+			p.add(config.JoinPath(path+".start_partitions", id), "%v", err)
+		}
+	}
+	checkEnum(p, path+".on_invalid_checkpoint", s.OnInvalidCheckpoint, "fail", "earliest", "latest")
+	if s.Batch.MaxEvents < 0 {
+		p.add(path+".batch.max_events", "must be positive, got %d", s.Batch.MaxEvents)
+	}
+	if s.Batch.MaxWait < 0 {
+		p.add(path+".batch.max_wait", "must be positive, got %s", s.Batch.MaxWait)
+	}
+	lb := s.LoadBalancing
+	checkEnum(p, path+".load_balancing.strategy", lb.Strategy, "balanced", "greedy")
+	if lb.UpdateInterval < 0 {
+		p.add(path+".load_balancing.update_interval", "must be positive, got %s", lb.UpdateInterval)
+	}
+	if lb.OwnershipExpiration < 0 {
+		p.add(path+".load_balancing.ownership_expiration", "must be positive, got %s", lb.OwnershipExpiration)
+	}
+	if lb.UpdateInterval > 0 && lb.OwnershipExpiration > 0 && lb.OwnershipExpiration < 2*lb.UpdateInterval {
+		p.add(path+".load_balancing.ownership_expiration",
+			"%s is less than twice update_interval (%s): a single late renewal would let another replica claim a partition this one still reads",
+			lb.OwnershipExpiration, lb.UpdateInterval)
+	}
+	if s.Batch.MaxWait > 0 && lb.OwnershipExpiration > 0 && s.Batch.MaxWait > lb.OwnershipExpiration {
+		p.add(path+".batch.max_wait",
+			"%s is longer than load_balancing.ownership_expiration (%s): ownership could expire while a batch is still being filled",
+			s.Batch.MaxWait, lb.OwnershipExpiration)
+	}
+}
+
+// parseConnectionString splits "Key=Value;Key=Value" into lower-cased keys
+// and their values.
+func parseConnectionString(s string) map[string]string {
+	props := map[string]string{}
+	for part := range strings.SplitSeq(s, ";") {
+		k, v, ok := strings.Cut(part, "=")
+		if ok {
+			props[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+		}
+	}
+	return props
+}
+
+// checkStart checks a start position: earliest, latest, an RFC 3339 time or
+// seq:N.
+func checkStart(s string) error {
+	switch {
+	case s == "earliest", s == "latest":
+		return nil
+	case strings.HasPrefix(s, "seq:"):
+		if n, err := strconv.ParseInt(strings.TrimPrefix(s, "seq:"), 10, 64); err != nil || n < 0 {
+			return fmt.Errorf("%q: a sequence number is written seq:N with N >= 0", s)
+		}
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339, s); err != nil {
+		return fmt.Errorf("%q: use earliest, latest, an RFC 3339 time (2026-01-02T15:04:05Z) or seq:N", s)
+	}
+	return nil
+}
+
+func checkEnum(p *problems, path, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		p.add(path, "%q: must be one of %s", v, strings.Join(allowed, ", "))
+	}
+}
+
+var containerRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
+
+func (c *CheckpointSpec) validate(path string, p *problems) {
+	if c.Blob != nil && c.File != nil {
+		p.add(path, "set blob or file, not both")
+	}
+	if b := c.Blob; b != nil {
+		bp := path + ".blob"
+		switch {
+		case b.Connection == "" && b.AccountURL == "":
+			p.add(bp+".connection", "required: set connection (a storage connection string) or account_url")
+		case b.Connection != "" && b.AccountURL != "":
+			p.add(bp+".account_url", "set connection or account_url, not both")
+		case b.AccountURL != "":
+			if u, err := url.Parse(b.AccountURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				p.add(bp+".account_url", "%q: write https://ACCOUNT.blob.core.windows.net", b.AccountURL)
+			}
+		}
+		switch {
+		case b.Container == "":
+			p.add(bp+".container", "required")
+		case !containerRE.MatchString(b.Container):
+			p.add(bp+".container", "%q: a container name has 3 to 63 lower-case letters, digits and single hyphens", b.Container)
+		}
+	}
+	if c.File != nil && c.File.Dir == "" {
+		p.add(path+".file.dir", "required")
+	}
+	if c.EveryEvents < 0 {
+		p.add(path+".every_events", "must not be negative, got %d", c.EveryEvents)
+	}
+	if c.EveryInterval < 0 {
+		p.add(path+".every_interval", "must not be negative, got %s", c.EveryInterval)
+	}
+}
+
+func (s *SinkSpec) validate(path string, p *problems) {
+	if s.Type == "" {
+		p.add(path+".type", "required")
+		return
+	}
+	v, ok := s.Config.(sinks.Validator)
+	if !ok {
+		return
+	}
+	*p = append(*p, sinkProblems(path, v.Validate())...)
+}
+
+// sinkProblems maps the errors of a sink's Validate to problems with full
+// paths: *sinks.FieldError and *config.Error paths are relative to the sink
+// block; other errors are about the block as a whole.
+func sinkProblems(path string, err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, sinkProblems(path, e)...)
+		}
+		return out
+	}
+	var fe *sinks.FieldError
+	if errors.As(err, &fe) {
+		return sinkProblems(config.JoinPath(path, fe.Field), fe.Err)
+	}
+	var out []error
+	for _, e := range config.Errors(err) {
+		out = append(out, &config.Error{Path: config.JoinPath(path, e.Path), Err: e.Err})
+	}
+	return out
+}
+
+func (e *ErrorsSpec) validate(path string, p *problems) {
+	checkEnum(p, path+".tolerance", e.Tolerance, "none", "all")
+	r := e.Retry
+	if r.InitialBackoff < 0 {
+		p.add(path+".retry.initial_backoff", "must be positive, got %s", r.InitialBackoff)
+	}
+	if r.MaxBackoff < 0 {
+		p.add(path+".retry.max_backoff", "must be positive, got %s", r.MaxBackoff)
+	} else if r.InitialBackoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.InitialBackoff {
+		p.add(path+".retry.max_backoff", "%s is less than initial_backoff (%s)", r.MaxBackoff, r.InitialBackoff)
+	}
+	if r.MaxAttempts < 0 {
+		p.add(path+".retry.max_attempts", "must not be negative, got %d", r.MaxAttempts)
+	}
+}
+
+func (e *EmulatorSpec) validate(path string, p *problems) {
+	if _, port, err := net.SplitHostPort(e.Listen); err != nil {
+		p.add(path+".listen", "%q: write HOST:PORT, e.g. 127.0.0.1:5672 (port 0 picks a free one)", e.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		p.add(path+".listen", "%q: the port must be a number from 0 to 65535", e.Listen)
+	}
+	for _, hub := range slices.Sorted(maps.Keys(e.Hubs)) {
+		if n := e.Hubs[hub]; n < 1 || n > 1024 {
+			p.add(config.JoinPath(path+".hubs", hub), "%d partitions: must be from 1 to 1024", n)
+		}
+	}
+	for i, g := range e.ConsumerGroups {
+		if g == "" {
+			p.add(fmt.Sprintf("%s.consumer_groups[%d]", path, i), "empty consumer group name")
+		}
+	}
+	if d := e.Demo; d != nil {
+		if _, ok := e.Hubs[d.EventHub]; !ok {
+			p.add(path+".demo.eventhub", "%q is not one of the emulator's hubs (%s)", d.EventHub, strings.Join(slices.Sorted(maps.Keys(e.Hubs)), ", "))
+		}
+		if d.Rate < 0 {
+			p.add(path+".demo.rate", "must be positive, got %g", d.Rate)
+		}
+		if d.Count < 0 {
+			p.add(path+".demo.count", "must not be negative, got %d", d.Count)
+		}
+		if d.Keys < 0 {
+			p.add(path+".demo.keys", "must be positive, got %d", d.Keys)
+		}
+	}
+}
