@@ -245,11 +245,11 @@ connectors:
     sink: {type: fake, table: t}
     errors: {tolerance: some}
 `, map[string]string{
-			"connectors[0].source.start":                  `"yesterday": use earliest, latest`,
-			"connectors[0].source.start_partitions.3":     "seq:N with N >= 0",
-			"connectors[0].source.on_invalid_checkpoint":  "must be one of fail, earliest, latest",
+			"connectors[0].source.start":                   `"yesterday": use earliest, latest`,
+			"connectors[0].source.start_partitions.3":      "seq:N with N >= 0",
+			"connectors[0].source.on_invalid_checkpoint":   "must be one of fail, earliest, latest",
 			"connectors[0].source.load_balancing.strategy": "must be one of balanced, greedy",
-			"connectors[0].errors.tolerance":              "must be one of none, all",
+			"connectors[0].errors.tolerance":               "must be one of none, all",
 		}},
 		{"timing", `
 emulator: {}
