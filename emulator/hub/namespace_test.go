@@ -118,3 +118,33 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("ParseFsyncPolicy accepted sometimes")
 	}
 }
+
+// TestBackgroundGoroutine runs the background goroutine with short periods
+// while appending; Close must stop it (TestMain checks for leaks) and leave
+// every appended event on disk.
+func TestBackgroundGoroutine(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Fsync: FsyncInterval, FsyncEvery: time.Millisecond,
+		Retention: 24 * time.Hour, RetentionBytes: 1 << 30, RetentionCheckEvery: time.Millisecond,
+		Hubs: []HubConfig{{Name: "orders", Partitions: 2}}}
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustHub(t, n, "orders")
+	for i := 0; i < 2000; i++ {
+		if _, err := h.Append("", nil, [][]byte{msg(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n2 := openNS(t, cfg)
+	h2 := mustHub(t, n2, "orders")
+	for _, id := range h2.PartitionIDs() {
+		if pp, _ := h2.PartitionProperties(id); pp.LastEnqueuedSequenceNumber != 999 || pp.BeginSequenceNumber != 0 {
+			t.Fatalf("partition %s after reopen: %+v", id, pp)
+		}
+	}
+}
