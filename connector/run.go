@@ -1,0 +1,254 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/source"
+)
+
+// RunOptions select and instrument the connectors Run starts.
+type RunOptions struct {
+	// Connectors names the connectors to run. If empty, all of them.
+	Connectors []string
+	// Registry resolves sink types. If nil, the global registry.
+	Registry *sinks.Registry
+	// Logger receives the logs of every connector. If nil, logs are discarded.
+	Logger *slog.Logger
+}
+
+// Run runs the selected connectors of cfg until ctx is cancelled, then
+// drains them (batches in flight are flushed and checkpointed within
+// cfg.DrainTimeout) and returns nil. If one connector fails, the others are
+// stopped too and Run returns the failure, naming the connector.
+func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = sinks.Default()
+	}
+	specs, err := selectConnectors(cfg, opts.Connectors)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	env, err := startEnvironment(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(specs))
+	for i, spec := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runConnector(ctx, cfg, spec, env, reg, log.With("connector", spec.Name)); err != nil {
+				errs[i] = err
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return env.err()
+}
+
+func selectConnectors(cfg *Config, names []string) ([]Spec, error) {
+	if len(names) == 0 {
+		return cfg.Connectors, nil
+	}
+	var out []Spec
+	for _, n := range names {
+		i := slices.IndexFunc(cfg.Connectors, func(s Spec) bool { return s.Name == n })
+		if i < 0 {
+			known := make([]string, len(cfg.Connectors))
+			for j, s := range cfg.Connectors {
+				known[j] = s.Name
+			}
+			return nil, fmt.Errorf("no connector named %q (the config has %v)", n, known)
+		}
+		out = append(out, cfg.Connectors[i])
+	}
+	return out, nil
+}
+
+// runConnector builds the sink, checkpoint store and source of one
+// connector and runs a partition runner for every partition it owns.
+func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment, reg *sinks.Registry, log *slog.Logger) error {
+	fail := func(what string, err error) error {
+		return fmt.Errorf("connector %q: %s: %w", spec.Name, what, err)
+	}
+	conn := spec.Source.Connection
+	viaEmulator := conn.Reveal() == "emulator"
+	if viaEmulator {
+		var err error
+		if conn, err = env.emulatorConnection(spec.Source.EventHub); err != nil {
+			return fail("source.connection", err)
+		}
+	}
+	info := sinks.Info{Connector: spec.Name, EventHub: spec.Source.EventHub, ConsumerGroup: spec.Source.ConsumerGroup, Logger: log}
+	if conn != "" {
+		props, err := azeventhubs.ParseConnectionString(conn.Reveal())
+		if err != nil {
+			return fail("source.connection", errors.New("not a valid Event Hubs connection string"))
+		}
+		info.Namespace = props.FullyQualifiedNamespace
+		if info.EventHub == "" && props.EntityPath != nil {
+			info.EventHub = *props.EntityPath
+		}
+	} else {
+		info.Namespace = spec.Source.Namespace
+	}
+	actualNamespace := info.Namespace
+	if viaEmulator {
+		info.Namespace = EmulatorNamespace
+	}
+	if info.ConsumerGroup == "" {
+		info.ConsumerGroup = azeventhubs.DefaultConsumerGroup
+	}
+
+	driver, err := reg.Lookup(spec.Sink.Type)
+	if err != nil {
+		return fail("sink.type", err)
+	}
+	sinkCfg := spec.Sink.Config
+	if sinkCfg == nil {
+		sinkCfg = driver.NewConfig()
+	}
+	sink, err := driver.New(ctx, sinkCfg, info)
+	if err != nil {
+		return fail("sink", err)
+	}
+	defer func() {
+		if err := sink.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Error("closing sink", "error", err)
+		}
+	}()
+
+	store, err := NewCheckpointStore(ctx, spec.Checkpoint, log)
+	if err != nil {
+		return fail("checkpoint", err)
+	}
+	store = aliasNamespace(store, actualNamespace, info.Namespace)
+
+	var dead DeadLetterStore
+	dir := spec.Errors.DeadLetter.Dir
+	if dir == "" {
+		dir = filepath.Join(".ehsink", "dead-letters", spec.Name)
+	}
+	if dead, err = NewFileDeadLetters(dir); err != nil {
+		return fail("errors.dead_letter", err)
+	}
+
+	srcOpts := source.Options{
+		Connection:          conn,
+		Namespace:           spec.Source.Namespace,
+		EventHub:            spec.Source.EventHub,
+		ConsumerGroup:       spec.Source.ConsumerGroup,
+		Start:               spec.Source.Start,
+		StartPartitions:     spec.Source.StartPartitions,
+		OnInvalidCheckpoint: spec.Source.OnInvalidCheckpoint,
+		MaxEvents:           spec.Source.Batch.MaxEvents,
+		MaxWait:             spec.Source.Batch.MaxWait,
+		Prefetch:            spec.Source.Prefetch,
+		Strategy:            spec.Source.LoadBalancing.Strategy,
+		UpdateInterval:      spec.Source.LoadBalancing.UpdateInterval,
+		OwnershipExpiration: spec.Source.LoadBalancing.OwnershipExpiration,
+		Store:               store,
+		Watermark:           sinkWatermark(sink),
+		Logger:              log,
+	}
+	if conn == "" {
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return fail("source.credential", err)
+		}
+		srcOpts.Credential = cred
+	}
+	src, err := source.New(ctx, srcOpts)
+	if err != nil {
+		return fail("source", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+
+	runner, err := NewRunner(RunnerOptions{
+		Connector:               spec.Name,
+		Sink:                    sink,
+		Tolerance:               spec.Errors.Tolerance,
+		DeadLetters:             dead,
+		Retry:                   spec.Errors.Retry,
+		CheckpointEveryEvents:   spec.Checkpoint.EveryEvents,
+		CheckpointEveryInterval: spec.Checkpoint.EveryInterval,
+		DrainTimeout:            cfg.DrainTimeout,
+		Logger:                  log,
+	})
+	if err != nil {
+		return fail("runner", err)
+	}
+	log.Info("connector started", "eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type, "owner", src.OwnerID())
+	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
+		return runner.RunPartition(ctx, partitionAdapter{p})
+	})
+	if err != nil {
+		return fmt.Errorf("connector %q: %w", spec.Name, err)
+	}
+	log.Info("connector stopped")
+	return nil
+}
+
+// partitionAdapter translates the source's ownership-lost error into the
+// runner's.
+type partitionAdapter struct{ p *source.Partition }
+
+func (a partitionAdapter) ID() string { return a.p.ID() }
+
+func (a partitionAdapter) Receive(ctx context.Context) ([]sinks.Event, error) {
+	events, err := a.p.Receive(ctx)
+	return events, translateLost(err)
+}
+
+func (a partitionAdapter) Checkpoint(ctx context.Context, pos sinks.Position) error {
+	return translateLost(a.p.Checkpoint(ctx, pos))
+}
+
+func translateLost(err error) error {
+	if err != nil && errors.Is(err, source.ErrOwnershipLost) {
+		return fmt.Errorf("%w: %w", ErrOwnershipLost, err)
+	}
+	return err
+}
+
+// sinkWatermark asks the sink for a partition's committed watermark by
+// opening a writer for it and closing it again (writers abandon nothing when
+// nothing was written).
+func sinkWatermark(sink sinks.Sink) func(ctx context.Context, partition string) (*sinks.Position, error) {
+	return func(ctx context.Context, partition string) (*sinks.Position, error) {
+		w, wm, err := sink.Open(ctx, partition)
+		if err != nil {
+			return nil, fmt.Errorf("sink watermark of partition %s: %w", partition, err)
+		}
+		if err := w.Close(ctx); err != nil {
+			return nil, fmt.Errorf("sink watermark of partition %s: close: %w", partition, err)
+		}
+		return wm, nil
+	}
+}
