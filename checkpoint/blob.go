@@ -1,0 +1,155 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2/checkpoints"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/ehsink/ehsink/secret"
+)
+
+// BlobOptions configures [NewBlobStore]. Exactly one of Connection and
+// AccountURL must be set, and Container always.
+type BlobOptions struct {
+	// Connection is a storage account connection string (for Azurite:
+	// UseDevelopmentStorage=true or the devstoreaccount1 string).
+	Connection secret.String
+	// AccountURL is the Blob endpoint, https://ACCOUNT.blob.core.windows.net,
+	// used with Credential.
+	AccountURL string
+	// Credential authenticates to AccountURL. If nil,
+	// azidentity.NewDefaultAzureCredential is used. Ignored with Connection.
+	Credential azcore.TokenCredential
+	// Container holds the checkpoint and ownership blobs; it is created when
+	// missing.
+	Container string
+	// ClientOptions tune the blob client (retries, transport). If nil, the
+	// SDK's defaults apply.
+	ClientOptions *container.ClientOptions
+	// Logger receives an info log when the container is created. If nil,
+	// logs are discarded.
+	Logger *slog.Logger
+}
+
+// BlobStore is the SDK's checkpoints.BlobStore (the blob layout and
+// metadata every Azure SDK reads) with ehsink's checks: SetCheckpoint
+// refuses a checkpoint the SDK could not list back, and migrations by
+// [Lowercase] never overwrite a newer checkpoint. Names are used as given;
+// wrap the store with [Lowercase] for the names the other SDKs use. It is
+// safe for concurrent use.
+type BlobStore struct {
+	*checkpoints.BlobStore
+	cc        *container.Client
+	container string
+}
+
+// NewBlobStore connects to the container, creates it when missing and
+// returns the store. ctx bounds the call (the container check) only.
+func NewBlobStore(ctx context.Context, opts BlobOptions) (*BlobStore, error) {
+	if opts.Container == "" {
+		return nil, errors.New("checkpoint: blob store: container is required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var (
+		cc  *container.Client
+		err error
+	)
+	switch {
+	case opts.Connection != "" && opts.AccountURL != "":
+		return nil, fmt.Errorf("checkpoint: blob container %s: set a connection string or an account URL, not both", opts.Container)
+	case opts.Connection != "":
+		cc, err = container.NewClientFromConnectionString(opts.Connection.Reveal(), opts.Container, opts.ClientOptions)
+		if err != nil {
+			// The SDK's parse errors can quote the string; keep the key out of logs.
+			return nil, fmt.Errorf("checkpoint: blob container %s: invalid storage connection string", opts.Container)
+		}
+	case opts.AccountURL != "":
+		cred := opts.Credential
+		if cred == nil {
+			if cred, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
+				return nil, fmt.Errorf("checkpoint: blob container %s: credential: %w", opts.Container, err)
+			}
+		}
+		url := strings.TrimSuffix(opts.AccountURL, "/") + "/" + opts.Container
+		if cc, err = container.NewClient(url, cred, opts.ClientOptions); err != nil {
+			return nil, fmt.Errorf("checkpoint: blob container %s: %w", url, err)
+		}
+	default:
+		return nil, fmt.Errorf("checkpoint: blob container %s: a connection string or an account URL is required", opts.Container)
+	}
+
+	_, err = cc.Create(ctx, nil)
+	switch {
+	case err == nil:
+		log.Info("created checkpoint container", "container", opts.Container)
+	case bloberror.HasCode(err, bloberror.ContainerAlreadyExists):
+	default:
+		return nil, fmt.Errorf("checkpoint: blob container %s: create: %w", opts.Container, err)
+	}
+
+	inner, err := checkpoints.NewBlobStore(cc, nil)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: blob container %s: %w", opts.Container, err)
+	}
+	return &BlobStore{BlobStore: inner, cc: cc, container: opts.Container}, nil
+}
+
+// Container returns the client of the store's container, for tools that
+// inspect the blobs.
+func (s *BlobStore) Container() *container.Client { return s.cc }
+
+// SetCheckpoint writes the checkpoint through the SDK's store after checking
+// it has both a sequence number and an offset.
+func (s *BlobStore) SetCheckpoint(ctx context.Context, cp azeventhubs.Checkpoint, options *azeventhubs.SetCheckpointOptions) error {
+	if err := validCheckpoint(cp); err != nil {
+		return err
+	}
+	if err := s.BlobStore.SetCheckpoint(ctx, cp, options); err != nil {
+		return fmt.Errorf("checkpoint: blob container %s partition %s: %w", s.container, cp.PartitionID, err)
+	}
+	return nil
+}
+
+// createCheckpoint writes cp only if its blob does not exist yet
+// (If-None-Match: *) and reports whether it did. The SDK's store has no
+// conditional checkpoint write, so the name and metadata are built here the
+// way the SDK builds them.
+func (s *BlobStore) createCheckpoint(ctx context.Context, cp azeventhubs.Checkpoint) (bool, error) {
+	if err := validCheckpoint(cp); err != nil {
+		return false, err
+	}
+	name := fmt.Sprintf("%s/%s/%s/checkpoint/%s", cp.FullyQualifiedNamespace, cp.EventHubName, cp.ConsumerGroup, cp.PartitionID)
+	seq := strconv.FormatInt(*cp.SequenceNumber, 10)
+	anyETag := azcore.ETag("*")
+	_, err := s.cc.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+		Metadata: map[string]*string{"sequencenumber": &seq, "offset": cp.Offset},
+		AccessConditions: &blob.AccessConditions{
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag},
+		},
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
+		return false, nil
+	default:
+		return false, fmt.Errorf("checkpoint: blob %s/%s: %w", s.container, name, err)
+	}
+}
