@@ -26,6 +26,8 @@ const (
 	CondDetachForced = "amqp:link:detach-forced"
 	// CondInvalidField is returned for a partition key that is too long to store.
 	CondInvalidField = "amqp:invalid-field"
+	// CondMessageSizeExceeded is returned for a message too large to store.
+	CondMessageSizeExceeded = "amqp:link:message-size-exceeded"
 )
 
 // MaxNonEpochReceivers is how many receivers without an epoch may read one
@@ -60,6 +62,15 @@ func ConditionOf(err error) string {
 	return ""
 }
 
+// nameOrNil renders a receiver name in ownership errors as the real service
+// does: 'nil' when the client gave none.
+func nameOrNil(s string) string {
+	if s == "" {
+		return "nil"
+	}
+	return s
+}
+
 func errHubNotFound(name string) *Error {
 	return &Error{Condition: CondNotFound, Description: fmt.Sprintf(
 		"The messaging entity '%s' could not be found. To know more visit https://aka.ms/sbResourceMgrExceptions.", name)}
@@ -89,14 +100,14 @@ func errStolenByEpoch(newName string, newEpoch int64, oldName string, oldEpoch *
 	}
 	return &Error{Condition: CondStolen, Description: fmt.Sprintf(
 		"New receiver '%s' with higher epoch of '%d' is created hence current receiver '%s' with epoch %s is getting disconnected. If you are recreating the receiver, make sure a higher epoch is used.",
-		newName, newEpoch, oldName, old)}
+		nameOrNil(newName), newEpoch, nameOrNil(oldName), old)}
 }
 
 // errLowerEpoch refuses a receiver whose epoch is lower than the holder's.
 func errLowerEpoch(existing string, existingEpoch int64, newName string, newEpoch int64) *Error {
 	return &Error{Condition: CondStolen, Description: fmt.Sprintf(
 		"Receiver '%s' with a higher epoch '%d' already exists. Receiver '%s' with epoch %d cannot be created. Make sure you are creating receiver with increasing epoch value to ensure connectivity, or ensure all old epoch receivers are closed or disconnected",
-		existing, existingEpoch, newName, newEpoch)}
+		nameOrNil(existing), existingEpoch, nameOrNil(newName), newEpoch)}
 }
 
 // errNonEpochRefused refuses a receiver without epoch while an epoch receiver holds.
@@ -110,6 +121,7 @@ func errTooManyReceivers(names []string) *Error {
 	return &Error{Condition: CondResourceLimitExceeded, Description: fmt.Sprintf(
 		"Exceeded the maximum number of allowed receivers per partition in a consumer group which is %d. List of connected receivers - %s.",
 		MaxNonEpochReceivers, strings.Join(names, ", "))}
+
 }
 
 func errServerBusy(wait int64) *Error {

@@ -101,8 +101,11 @@ func (h *Hub) PartitionProperties(id string) (PartitionProperties, error) {
 //
 // Errors: *Error with CondServerBusy while SetServerBusy is in effect,
 // CondArgumentOutOfRange for an unknown partition, CondInvalidField for a key
-// longer than MaxPartitionKeyLen; ErrClosed after Close; I/O errors naming
-// the partition and file.
+// longer than MaxPartitionKeyLen, CondMessageSizeExceeded for a message over
+// about 1 GiB (the protocol layer enforces its own, smaller limit first);
+// ErrClosed after Close; I/O errors naming the partition and file. After a
+// failed write that could not be undone, the partition refuses appends until
+// the namespace is reopened.
 func (h *Hub) Append(partitionID string, key *string, msgs [][]byte) (string, error) {
 	now := h.ns.now()
 	if until := h.ns.busyUntil.Load(); until != 0 && now.UnixNano() < until {
@@ -112,6 +115,12 @@ func (h *Hub) Append(partitionID string, key *string, msgs [][]byte) (string, er
 	if key != nil && len(*key) > MaxPartitionKeyLen {
 		return "", &Error{Condition: CondInvalidField, Description: fmt.Sprintf(
 			"The partition key is %d bytes long; at most %d are allowed.", len(*key), MaxPartitionKeyLen)}
+	}
+	for i, m := range msgs {
+		if recordLen(key, m) > recMaxLen {
+			return "", &Error{Condition: CondMessageSizeExceeded, Description: fmt.Sprintf(
+				"Message %d of the batch is %d bytes; the emulator stores at most %d.", i, len(m), recMaxLen-recHeaderLen-MaxPartitionKeyLen)}
+		}
 	}
 	var p *partition
 	switch {

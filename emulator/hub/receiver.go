@@ -176,7 +176,7 @@ func (h *Hub) OpenReceiver(opts ReceiverOptions) (*Receiver, error) {
 	case len(g.plain) >= MaxNonEpochReceivers:
 		names := make([]string, len(g.plain))
 		for i, o := range g.plain {
-			names[i] = o.name
+			names[i] = nameOrNil(o.name)
 		}
 		p.mu.Unlock()
 		return nil, errTooManyReceivers(names)
