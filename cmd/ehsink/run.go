@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/ehsink/ehsink/config"
+	"github.com/ehsink/ehsink/connector"
+)
+
+const runUsage = `Usage: ehsink run [-c connectors.yaml] [--connector NAME]... [--log-level info] [--log-format text|json]
+
+Runs the connectors declared in the config file (all of them, or those named
+by --connector) until SIGINT or SIGTERM. The first signal stops receiving,
+finishes the batches in flight, flushes and checkpoints them within the
+file's drain_timeout, and exits 0; a second signal exits at once with 1.
+
+The config is checked first, as 'ehsink validate' does: every problem is
+reported with its path, and the exit status is 2. Logs go to stderr.
+
+Exit status: 0 stopped cleanly, 1 a connector failed, 2 bad usage or config.
+`
+
+// runRun is `ehsink run`.
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", runUsage)
+	path := fs.String("c", "connectors.yaml", "the config `file`")
+	var names stringList
+	fs.Var(&names, "connector", "run only the connector `NAME` (repeatable; default all)")
+	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	format := fs.String("log-format", "text", "log `format`: text or json")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	logger, err := newLogger(stderr, *level, *format)
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink run: %v\n", err)
+		return exitUsage
+	}
+	cfg, err := connector.Load(*path, connector.LoadOptions{})
+	if err != nil {
+		printProblems(stderr, *path, err)
+		return exitUsage
+	}
+	if err := checkNames(cfg, names); err != nil {
+		fmt.Fprintf(stderr, "ehsink run: %v\n", err)
+		return exitUsage
+	}
+	restore := bridgeAzureLogs(logger)
+	defer restore()
+
+	logger.Info("starting", "config", *path, "connectors", len(cfg.Connectors), "selected", []string(names))
+	if err := connector.Run(ctx, cfg, connector.RunOptions{Connectors: names, Logger: logger}); err != nil {
+		logger.Error("stopped on failure", "err", err)
+		return exitFailure
+	}
+	logger.Info("stopped")
+	return exitOK
+}
+
+// checkNames reports names that are not connectors of cfg.
+func checkNames(cfg *connector.Config, names []string) error {
+	var known []string
+	for _, c := range cfg.Connectors {
+		known = append(known, c.Name)
+	}
+	var missing []string
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			missing = append(missing, fmt.Sprintf("%q", n))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("--connector %s: no such connector (connectors: %s)", strings.Join(missing, ", "), strings.Join(known, ", "))
+	}
+	return nil
+}
+
+// printProblems writes a config error: one problem per line, each with its
+// path.
+func printProblems(w io.Writer, path string, err error) {
+	problems := config.Errors(err)
+	if len(problems) == 1 && problems[0].Path == "" {
+		fmt.Fprintf(w, "%s: %v\n", path, problems[0].Err)
+		return
+	}
+	noun := "problems"
+	if len(problems) == 1 {
+		noun = "problem"
+	}
+	fmt.Fprintf(w, "%s: %d %s:\n", path, len(problems), noun)
+	for _, p := range problems {
+		fmt.Fprintf(w, "  %v\n", p)
+	}
+}
