@@ -24,6 +24,8 @@ type RunOptions struct {
 	Registry *sinks.Registry
 	// Logger receives the logs of every connector. If nil, logs are discarded.
 	Logger *slog.Logger
+	// Metrics records the runners' metrics. If nil, none.
+	Metrics *Metrics
 }
 
 // Run runs the selected connectors of cfg until ctx is cancelled, then
@@ -59,7 +61,7 @@ func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runConnector(ctx, cfg, spec, env, reg, log.With("connector", spec.Name)); err != nil {
+			if err := runConnector(ctx, cfg, spec, env, reg, opts.Metrics, log.With("connector", spec.Name)); err != nil {
 				errs[i] = err
 				cancel(err)
 			}
@@ -93,7 +95,7 @@ func selectConnectors(cfg *Config, names []string) ([]Spec, error) {
 
 // runConnector builds the sink, checkpoint store and source of one
 // connector and runs a partition runner for every partition it owns.
-func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment, reg *sinks.Registry, log *slog.Logger) error {
+func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment, reg *sinks.Registry, met *Metrics, log *slog.Logger) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("connector %q: %s: %w", spec.Name, what, err)
 	}
@@ -200,6 +202,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		CheckpointEveryInterval: spec.Checkpoint.EveryInterval,
 		DrainTimeout:            cfg.DrainTimeout,
 		Logger:                  log,
+		Metrics:                 met,
 	})
 	if err != nil {
 		return fail("runner", err)

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
@@ -15,12 +18,12 @@ import (
 
 // runUntil runs cfg with a memory sink until the sink holds want events in
 // total, then stops it and returns Run's result.
-func runUntil(t *testing.T, cfg *Config, reg *sinks.Registry, sink *sinktest.Memory, partitions []string, want int) {
+func runUntil(t *testing.T, cfg *Config, opts RunOptions, sink *sinktest.Memory, partitions []string, want int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, RunOptions{Registry: reg}) }()
+	go func() { done <- Run(ctx, cfg, opts) }()
 	deadline := time.NewTimer(2 * time.Minute)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -72,10 +75,23 @@ func TestRunEndToEnd(t *testing.T) {
 			Errors:     ErrorsSpec{DeadLetter: DeadLetterSpec{Dir: filepath.Join(dir, "dead")}},
 		}},
 	}
-	runUntil(t, cfg, &reg, sink, partitions, 1500)
+	promReg := prometheus.NewRegistry()
+	met, err := NewMetrics(promReg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := RunOptions{Registry: &reg, Metrics: met}
+	runUntil(t, cfg, opts, sink, partitions, 1500)
 	// Second run: the emulator serves the same 1,500 events from its data
 	// dir plus 1,500 new ones; nothing committed is written again.
-	runUntil(t, cfg, &reg, sink, partitions, 3000)
+	runUntil(t, cfg, opts, sink, partitions, 3000)
+	committed := 0.0
+	for _, p := range partitions {
+		committed += testutil.ToFloat64(met.written.WithLabelValues("orders", p))
+	}
+	if committed != 3000 {
+		t.Errorf("ehsink_events_committed_total sums to %v, want 3000", committed)
+	}
 
 	store, err := checkpoint.NewFileStore(filepath.Join(dir, "checkpoints"), nil)
 	if err != nil {

@@ -57,6 +57,8 @@ type RunnerOptions struct {
 	DrainTimeout time.Duration
 	// Logger receives the runner's logs. If nil, logs are discarded.
 	Logger *slog.Logger
+	// Metrics records the runner's metrics. If nil, none.
+	Metrics *Metrics
 	// now is the clock; tests replace it.
 	now func() time.Time
 }
@@ -107,6 +109,7 @@ type partitionRun struct {
 	p   sinks.Writer
 	src Partition
 	log *slog.Logger
+	met *partitionMetrics
 
 	watermark     *sinks.Position // what the sink has committed
 	written       bool            // events written since the last flush
@@ -130,7 +133,9 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		}
 		return r.errorf(src, "open sink: %w", err)
 	}
-	pr := &partitionRun{r: r, p: w, src: src, log: log, watermark: wm, lastCkptAt: r.opts.now()}
+	pr := &partitionRun{r: r, p: w, src: src, log: log, watermark: wm, lastCkptAt: r.opts.now(),
+		met: r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
+	defer pr.met.release()
 	log.Debug("partition opened", "watermark", posAttr(wm))
 	defer func() {
 		if cerr := w.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
@@ -171,7 +176,9 @@ func (r *Runner) openWriter(ctx context.Context, partition string) (w sinks.Writ
 
 // handle takes one batch through dedupe, the sink, and the checkpoint.
 func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error {
+	n := len(events)
 	events = dedupe.After(events, pr.watermark)
+	pr.met.skippedEvents(n - len(events))
 	if len(events) > 0 {
 		if err := pr.write(ctx, events); err != nil {
 			return err
@@ -213,6 +220,7 @@ func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 		letters[i] = sinks.DeadLetter{Event: events[f.Index], Reason: f.Err.Error(), FailedAt: now}
 		pr.log.Warn("event dead-lettered", "seq", events[f.Index].SequenceNumber, "reason", f.Err)
 	}
+	pr.met.deadLettered(len(letters))
 	if dl, ok := pr.p.(sinks.DeadLetterer); ok {
 		err = r.retry(ctx, "dead-letter", func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
 	} else if r.opts.DeadLetters != nil {
@@ -242,6 +250,7 @@ func (pr *partitionRun) flushDue() bool {
 func (pr *partitionRun) flush(ctx context.Context) error {
 	r := pr.r
 	var wm *sinks.Position
+	start := time.Now()
 	err := r.retry(ctx, "flush", func(ctx context.Context) error {
 		var err error
 		wm, err = pr.p.Flush(ctx)
@@ -251,6 +260,11 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 		return r.errorf(pr.src, "flush: %w", err)
 	}
 	pr.written = false
+	var seq *int64
+	if wm != nil {
+		seq = &wm.SequenceNumber
+	}
+	pr.met.flushed(pr.unflushed, seq, time.Since(start))
 	pr.sinceCkpt += pr.unflushed
 	pr.unflushed = 0
 	if wm != nil && (pr.watermark == nil || wm.SequenceNumber > pr.watermark.SequenceNumber) {
@@ -292,6 +306,7 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 		pr.log.Warn("checkpoint failed; will retry with the next one", "seq", pos.SequenceNumber, "error", err)
 		return nil
 	}
+	pr.met.checkpointed(pos.SequenceNumber)
 	pr.checkpointed, pr.committedNext = pos, nil
 	pr.sinceCkpt = 0
 	pr.lastCkptAt = pr.r.opts.now()
@@ -334,6 +349,7 @@ func (r *Runner) retry(ctx context.Context, what string, fn func(context.Context
 		if r.opts.Retry.MaxAttempts > 0 && attempt >= r.opts.Retry.MaxAttempts {
 			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt, err)
 		}
+		r.opts.Metrics.retried(r.opts.Connector, what)
 		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
 		r.log.Warn("transient failure; retrying", "op", what, "attempt", attempt, "wait", wait, "error", err)
 		t := time.NewTimer(wait)

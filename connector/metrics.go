@@ -1,0 +1,121 @@
+package connector
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus metrics of the runners. Make them once per
+// process with NewMetrics and pass them in RunOptions; a nil *Metrics
+// records nothing.
+type Metrics struct {
+	written      *prometheus.CounterVec
+	skipped      *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	flushSeconds *prometheus.HistogramVec
+	watermark    *prometheus.GaugeVec
+	checkpoint   *prometheus.GaugeVec
+	owned        *prometheus.GaugeVec
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	partition := []string{"connector", "partition"}
+	m := &Metrics{
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ehsink_events_committed_total", Help: "Events the sink committed.",
+		}, partition),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ehsink_events_skipped_total", Help: "Replayed events dropped because the sink's watermark already covered them.",
+		}, partition),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ehsink_events_dead_lettered_total", Help: "Events the sink rejected and the dead-letter path stored.",
+		}, partition),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ehsink_retries_total", Help: "Retries of transient sink failures, by operation.",
+		}, []string{"connector", "op"}),
+		flushSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "ehsink_flush_duration_seconds", Help: "Time of successful sink flushes (durable commits).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"connector"}),
+		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ehsink_sink_watermark_sequence_number", Help: "Sequence number of the last event the sink committed.",
+		}, partition),
+		checkpoint: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ehsink_checkpoint_sequence_number", Help: "Sequence number of the last checkpoint written.",
+		}, partition),
+		owned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ehsink_partitions_owned", Help: "Partitions this process currently owns.",
+		}, []string{"connector"}),
+	}
+	for _, c := range []prometheus.Collector{m.written, m.skipped, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// partitionMetrics are the metrics of one partition run, bound to its labels.
+type partitionMetrics struct {
+	m                      *Metrics
+	connector              string
+	written, skipped, dead prometheus.Counter
+	watermark, checkpoint  prometheus.Gauge
+}
+
+func (m *Metrics) forPartition(connector, partition string) *partitionMetrics {
+	if m == nil {
+		return nil
+	}
+	l := prometheus.Labels{"connector": connector, "partition": partition}
+	m.owned.WithLabelValues(connector).Inc()
+	return &partitionMetrics{
+		m: m, connector: connector,
+		written: m.written.With(l), skipped: m.skipped.With(l), dead: m.deadLettered.With(l),
+		watermark: m.watermark.With(l), checkpoint: m.checkpoint.With(l),
+	}
+}
+
+func (p *partitionMetrics) release() {
+	if p != nil {
+		p.m.owned.WithLabelValues(p.connector).Dec()
+	}
+}
+
+func (p *partitionMetrics) skippedEvents(n int) {
+	if p != nil && n > 0 {
+		p.skipped.Add(float64(n))
+	}
+}
+
+func (p *partitionMetrics) deadLettered(n int) {
+	if p != nil {
+		p.dead.Add(float64(n))
+	}
+}
+
+func (p *partitionMetrics) flushed(events int, seq *int64, took time.Duration) {
+	if p == nil {
+		return
+	}
+	p.written.Add(float64(events))
+	p.m.flushSeconds.WithLabelValues(p.connector).Observe(took.Seconds())
+	if seq != nil {
+		p.watermark.Set(float64(*seq))
+	}
+}
+
+func (p *partitionMetrics) checkpointed(seq int64) {
+	if p != nil {
+		p.checkpoint.Set(float64(seq))
+	}
+}
+
+func (m *Metrics) retried(connector, op string) {
+	if m != nil {
+		m.retries.WithLabelValues(connector, op).Inc()
+	}
+}
