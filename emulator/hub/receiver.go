@@ -61,8 +61,9 @@ type Receiver struct {
 	readMu  sync.Mutex // held by Next; guards the fields below it
 	next    int64      // sequence number of the next event to deliver
 	cur     cursor
-	bounds  []eventBounds // scratch
-	scratch []byte        // scratch
+	bounds  []eventBounds // per event of the current batch: where its offset and key are in scratch
+	scratch []byte        // offsets and keys of the current batch
+	nkeys   int           // events with a key in the current batch
 
 	// guarded by p.mu
 	closed bool
@@ -272,10 +273,14 @@ func (r *Receiver) Next(ctx context.Context, max int) ([]Event, error) {
 	}
 	r.readMu.Lock()
 	defer r.readMu.Unlock()
+	r.bounds = r.bounds[:0]
+	r.scratch = r.scratch[:0]
+	r.nkeys = 0
+	var evs []Event
 	p := r.p
 	for {
 		p.mu.Lock()
-		if r.closed {
+		if r.closed && len(evs) == 0 {
 			err := r.err
 			p.mu.Unlock()
 			return nil, err
@@ -283,18 +288,23 @@ func (r *Receiver) Next(ctx context.Context, max int) ([]Event, error) {
 		if r.next < p.beginSeq {
 			r.next = p.beginSeq
 		}
-		if r.next < p.nextSeq {
+		if !r.closed && r.next < p.nextSeq && len(evs) < max {
+			if evs == nil {
+				evs = make([]Event, 0, min(int64(max), p.nextSeq-r.next))
+			}
 			snap := r.snapshotLocked()
 			p.mu.Unlock()
-			evs, err := r.read(snap, max)
+			var err error
+			evs, err = r.read(snap, max, evs)
 			snap.seg.release()
 			if err != nil {
 				return nil, err
 			}
-			if len(evs) > 0 {
-				return evs, nil
-			}
-			continue
+			continue // the batch may continue in the next segment
+		}
+		if len(evs) > 0 {
+			p.mu.Unlock()
+			return r.finish(evs), nil
 		}
 		if p.notify == nil {
 			p.notify = make(chan struct{})
@@ -361,12 +371,13 @@ func segmentIndex(segs []*segment, seq int64) int {
 	return lo
 }
 
-// read decodes up to max events with sequence number >= r.next from snap,
-// without holding any lock, and advances r.next and r.cur.
-func (r *Receiver) read(snap snapshot, max int) ([]Event, error) {
+// read appends to evs the events from r.next on that snap holds, until evs
+// has max events, without holding any lock, and advances r.next and r.cur.
+// Offsets and keys go to r.scratch; finish turns them into strings.
+func (r *Receiver) read(snap snapshot, max int, evs []Event) ([]Event, error) {
 	s := snap.seg
 	skip := r.next - snap.seq
-	want := min(int64(max), snap.left-skip)
+	want := min(int64(max-len(evs)), snap.left-skip)
 	end := snap.end
 	if s.f != nil {
 		// Read about what is needed: the records to skip and want more, at
@@ -377,33 +388,29 @@ func (r *Receiver) read(snap snapshot, max int) ([]Event, error) {
 	}
 	b, err := s.read(snap.data, snap.pos, end)
 	if err != nil {
-		return nil, r.p.errorf("%w", err)
+		return evs, r.p.errorf("%w", err)
 	}
-	evs := make([]Event, 0, want)
-	r.bounds = r.bounds[:0]
-	r.scratch = r.scratch[:0]
 	pos, seq := snap.pos, snap.seq
 	verify := s.f != nil
-	nkeys := 0
-	for int64(len(evs)) < want {
+	for got := int64(0); got < want; {
 		rec, n, err := parseRecord(b, r.p.tab, verify)
 		if err != nil {
 			if errors.Is(err, errIncomplete) && s.f != nil && pos < snap.end {
-				if len(evs) > 0 {
-					break // the read ended inside a record: the next call rereads it
+				if got > 0 {
+					break // the read ended inside a record: it is read again from the cursor
 				}
-				// Nothing to return yet: read on from pos, at least the whole
+				// Nothing decoded yet: read on from pos, at least the whole
 				// next record (every record before snap.end is complete).
 				need := max64(int64(n), 64<<10)
 				if b, err = s.read(nil, pos, min(pos+need, snap.end)); err != nil {
-					return nil, r.p.errorf("%w", err)
+					return evs, r.p.errorf("%w", err)
 				}
 				continue
 			}
-			return nil, r.p.errorf("read at offset %d (sequence number %d): %w", s.baseOffset+pos, seq, err)
+			return evs, r.p.errorf("read at offset %d (sequence number %d): %w", s.baseOffset+pos, seq, err)
 		}
 		if rec.seq != seq {
-			return nil, r.p.errorf("read at offset %d: sequence number %d, want %d: %w", s.baseOffset+pos, rec.seq, seq, errCorrupt)
+			return evs, r.p.errorf("read at offset %d: sequence number %d, want %d: %w", s.baseOffset+pos, rec.seq, seq, errCorrupt)
 		}
 		if seq >= r.next {
 			eb := eventBounds{off: int32(len(r.scratch))}
@@ -411,7 +418,7 @@ func (r *Receiver) read(snap snapshot, max int) ([]Event, error) {
 			eb.key = int32(len(r.scratch))
 			if rec.hasKey {
 				eb.hasKey = true
-				nkeys++
+				r.nkeys++
 				r.scratch = append(r.scratch, rec.key...)
 			}
 			eb.end = int32(len(r.scratch))
@@ -421,16 +428,26 @@ func (r *Receiver) read(snap snapshot, max int) ([]Event, error) {
 				EnqueuedTime:   time.UnixMilli(rec.ms).UTC(),
 				Message:        rec.msg,
 			})
+			got++
 		}
 		b = b[n:]
 		pos += int64(n)
 		seq++
 	}
-	// One string holds every offset and key of the batch.
+	r.cur = cursor{seg: s, pos: pos, seq: seq}
+	if seq > r.next {
+		r.next = seq
+	}
+	return evs, nil
+}
+
+// finish sets the offsets and partition keys of evs from r.scratch: one
+// string holds every offset and key of the batch.
+func (r *Receiver) finish(evs []Event) []Event {
 	all := string(r.scratch)
 	var keys []string
-	if nkeys > 0 {
-		keys = make([]string, 0, nkeys)
+	if r.nkeys > 0 {
+		keys = make([]string, 0, r.nkeys)
 	}
 	for i := range evs {
 		eb := r.bounds[i]
@@ -443,11 +460,7 @@ func (r *Receiver) read(snap snapshot, max int) ([]Event, error) {
 	if cap(r.scratch) > 1<<20 {
 		r.scratch, r.bounds = nil, nil
 	}
-	r.cur = cursor{seg: s, pos: pos, seq: seq}
-	if seq > r.next {
-		r.next = seq
-	}
-	return evs, nil
+	return evs
 }
 
 func max64(a, b int64) int64 {

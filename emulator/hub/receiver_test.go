@@ -455,3 +455,48 @@ func TestConcurrentAppendOrdering(t *testing.T) {
 		})
 	}
 }
+
+// TestNextAllocations: in memory mode Next copies no message: a batch costs
+// the event slice, one string for all offsets and keys, and the key slice.
+func TestNextAllocations(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keyed=%v", keyed), func(t *testing.T) {
+			n := openNS(t, Config{})
+			h := mustHub(t, n, "orders")
+			const runs, batch = 50, 300
+			var key *string
+			if keyed {
+				key = ptr("key")
+			}
+			payload := bytes.Repeat([]byte{1}, 200)
+			msgs := make([][]byte, batch)
+			for i := range msgs {
+				msgs[i] = payload
+			}
+			for i := 0; i < runs+2; i++ {
+				if _, err := h.Append("0", key, msgs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := h.OpenReceiver(ReceiverOptions{Partition: "0", Name: "r", Start: Earliest()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(t, r, batch) // warm up scratch buffers
+			ctx := context.Background()
+			allocs := testing.AllocsPerRun(runs, func() {
+				evs, err := r.Next(ctx, batch)
+				if err != nil || len(evs) != batch {
+					t.Fatalf("Next = %d, %v", len(evs), err)
+				}
+			})
+			want := 2.0
+			if keyed {
+				want = 3
+			}
+			if allocs > want {
+				t.Fatalf("Next allocates %.1f times per batch of %d, want at most %.0f", allocs, batch, want)
+			}
+		})
+	}
+}
