@@ -2,6 +2,7 @@ package hub
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -316,5 +317,56 @@ func TestInterruptedSegmentCreationIsIgnored(t *testing.T) {
 	sameEvents(t, readAll(t, mustHub(t, n2, "orders"), "0"), want)
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("temporary segment still there: %v", err)
+	}
+}
+
+// TestLargeAndMixedMessages reads messages larger than a disk read window
+// between small ones, from several start points and with several batch sizes.
+func TestLargeAndMixedMessages(t *testing.T) {
+	sizes := []int{10, 100 << 10, 5, 300 << 10, 1, 0, 2 << 20, 70 << 10, 64<<10 - 30, 3}
+	for _, mode := range []string{"memory", "disk"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := Config{SegmentBytes: 1 << 20, Fsync: FsyncNever, Hubs: []HubConfig{{Name: "orders", Partitions: 1}}}
+			if mode == "disk" {
+				cfg.DataDir = t.TempDir()
+			}
+			n := openNS(t, cfg)
+			h := mustHub(t, n, "orders")
+			var want [][]byte
+			for round := 0; round < 3; round++ {
+				for i, sz := range sizes {
+					m := bytes.Repeat([]byte{byte(i + round)}, sz)
+					want = append(want, m)
+					if _, err := h.Append("0", nil, [][]byte{m}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, start := range []int64{0, 1, 3, 7, 13, 29} {
+				for _, max := range []int{1, 2, 7, 1000} {
+					r, err := h.OpenReceiver(ReceiverOptions{Partition: "0", Name: "r", Start: AtSequenceNumber(start, true)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got []Event
+					for len(got) < len(want)-int(start) {
+						evs, err := r.Next(context.Background(), max)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(evs) > max {
+							t.Fatalf("Next(%d) returned %d events", max, len(evs))
+						}
+						got = append(got, evs...)
+					}
+					r.Close()
+					for i, e := range got {
+						if e.SequenceNumber != start+int64(i) || !bytes.Equal(e.Message, want[start+int64(i)]) {
+							t.Fatalf("start %d max %d: event %d = seq %d, %d bytes", start, max, i, e.SequenceNumber, len(e.Message))
+						}
+					}
+				}
+			}
+		})
 	}
 }
