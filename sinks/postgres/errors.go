@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// errFenceLost means the watermark moved under the writer: another owner
+// of the partition committed since it was read.
+var errFenceLost = errors.New("watermark moved by another writer")
+
+// transientCodes are SQLSTATEs worth retrying as they are: the server is
+// going away or starting, or the transaction lost a race.
+var transientCodes = map[string]bool{
+	"40001": true, // serialization_failure
+	"40P01": true, // deadlock_detected
+	"55P03": true, // lock_not_available
+	"57P01": true, // admin_shutdown
+	"57P02": true, // crash_shutdown
+	"57P03": true, // cannot_connect_now
+	"57014": true, // query_canceled (statement_timeout, pg_cancel_backend)
+	"53300": true, // too_many_connections
+	"53400": true, // configuration_limit_exceeded
+}
+
+// isTransient reports whether err is worth retrying: connection failures,
+// server shutdowns and lost races. ctx errors of the caller are not.
+func isTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return transientCodes[pgErr.Code] || strings.HasPrefix(pgErr.Code, "08") // connection_exception class
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &netErr),
+		pgconn.SafeToRetry(err), pgconn.Timeout(err),
+		errors.Is(err, pgconn.ErrConnClosed),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	return false
+}
+
+// classify marks transient errors with sinks.Transient.
+func classify(err error) error {
+	if isTransient(err) {
+		return sinks.Transient(err)
+	}
+	return err
+}

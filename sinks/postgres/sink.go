@@ -1,0 +1,296 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+func init() { sinks.Register("postgres", driver{}) }
+
+// driver is the registered sinks.Driver.
+type driver struct{}
+
+// NewConfig returns a Config with its defaults set.
+func (driver) NewConfig() any {
+	return &Config{Mode: ModeAppend, PoolSize: DefaultPoolSize}
+}
+
+// New builds a Sink from a *Config.
+func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, error) {
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, fmt.Errorf("postgres: config is %T, want *postgres.Config", cfg)
+	}
+	return New(ctx, c, info)
+}
+
+// fault points: the seam tests use to crash a flush at a given step.
+const (
+	faultBeforeCopy   = "before-copy"   // in the transaction, the fence taken, before any COPY
+	faultBeforeCommit = "before-commit" // everything copied, before COMMIT
+)
+
+// Sink writes events into one PostgreSQL table. It is safe for concurrent
+// use; its writers are not (one goroutine per partition).
+type Sink struct {
+	pool   *connPool
+	cfg    Config
+	info   sinks.Info
+	log    *slog.Logger
+	mapper *mapping.Mapper
+	upsert bool
+
+	target    pgx.Identifier
+	copyCols  []string // mapped columns, then the hidden ones in upsert mode
+	keyIdx    []int    // positions of the key columns in a row
+	nulCheck  []int    // string columns: PostgreSQL text cannot hold NUL
+	jsonCheck []int    // json columns: jsonb cannot hold \u0000
+	decimals  []int    // decimal columns, converted to pgtype.Numeric
+
+	watermarks, deadLetters pgx.Identifier
+	sqlReadWM, sqlInsertWM  string
+	sqlAdvanceWM, sqlUpsert string
+
+	// faults, when set (by tests only), is called at each fault point of
+	// a flush; an error aborts the flush there, as a crash would.
+	faults func(point string) error
+
+	closeOnce sync.Once
+}
+
+// New connects to the database, checks (or creates) the target table and
+// the sink's state tables, and returns the sink. ctx bounds the call only.
+// cfg is validated first; its defaults are applied to a copy.
+func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: connector %q: %w", info.Connector, err)
+	}
+	c := cfg.withDefaults()
+	cols := slices.Clone(c.Columns)
+	for i := range cols {
+		if slices.Contains(c.Key, cols[i].Name) {
+			cols[i].Nullable = false // a key column must have a value
+		}
+	}
+	mapper, err := mapping.Compile(cols)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connector %q: columns: %w", info.Connector, err)
+	}
+	parts, _ := splitTable(c.Table)
+	s := &Sink{
+		cfg:    c,
+		info:   info,
+		log:    info.Logger,
+		mapper: mapper,
+		upsert: c.Mode == ModeUpsert,
+		target: pgx.Identifier(parts),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s.copyCols = cols.Names()
+	for i, col := range cols {
+		switch col.Type.Kind {
+		case mapping.KindString:
+			s.nulCheck = append(s.nulCheck, i)
+		case mapping.KindJSON:
+			s.jsonCheck = append(s.jsonCheck, i)
+		case mapping.KindDecimal:
+			s.decimals = append(s.decimals, i)
+		}
+	}
+	if s.upsert {
+		s.copyCols = append(s.copyCols, partitionColumn, seqColumn)
+		for _, k := range c.Key {
+			s.keyIdx = append(s.keyIdx, cols.Index(k))
+		}
+		s.sqlUpsert = upsertSQL(s.target, s.copyCols, c.Key)
+	}
+	s.watermarks = qualify(s.target, watermarkTableName)
+	s.deadLetters = qualify(s.target, deadLetterTableName)
+	s.sqlReadWM = readWatermarkSQL(s.watermarks)
+	s.sqlInsertWM = insertWatermarkSQL(s.watermarks)
+	s.sqlAdvanceWM = advanceWatermarkSQL(s.watermarks)
+
+	cc, err := pgx.ParseConfig(c.DSN.Reveal())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connector %q: dsn: not a valid connection string", info.Connector)
+	}
+	var setup func(context.Context, *pgx.Conn) error
+	if s.upsert {
+		stage := createStageSQL(s.target, s.copyCols)
+		setup = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, stage)
+			return err
+		}
+	}
+	// The schema is prepared on a connection of its own first: the pool's
+	// setup hook needs the target table to exist.
+	if err := s.prepare(ctx, cc.Copy()); err != nil {
+		return nil, err
+	}
+	s.pool = newConnPool(cc, c.PoolSize, setup)
+	return s, nil
+}
+
+// prepare creates the state tables, creates or checks the target table,
+// and, for upserts, checks that the key has a unique index.
+func (s *Sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
+	errf := func(format string, args ...any) error {
+		return fmt.Errorf("postgres: connector %q table %s: "+format, append([]any{s.info.Connector, s.cfg.Table}, args...)...)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return errf("connect: %w", classify(err))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return errf("%w", classify(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// Replicas starting together would race on CREATE TABLE IF NOT EXISTS
+	// (a unique violation in pg_type): serialise the DDL.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('ehsink schema'))`); err != nil {
+		return errf("lock: %w", classify(err))
+	}
+	for _, ddl := range []string{watermarkDDL(s.watermarks), deadLetterDDL(s.deadLetters)} {
+		if _, err := tx.Exec(ctx, ddl); err != nil {
+			return errf("create state table: %w", classify(err))
+		}
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.target.Sanitize()).Scan(&exists); err != nil {
+		return errf("%w", classify(err))
+	}
+	if !exists {
+		if !s.cfg.CreateTable {
+			return errf("table does not exist (create it, or set create_table: true to derive it from the columns)")
+		}
+		if _, err := tx.Exec(ctx, createTableSQL(s.target, s.mapper.Columns(), s.cfg.Key, s.upsert)); err != nil {
+			return errf("create table: %w", classify(err))
+		}
+		s.log.Info("created table", "table", s.cfg.Table)
+	}
+	if err := s.checkColumns(ctx, tx); err != nil {
+		return errf("%w", err)
+	}
+	if s.upsert {
+		// Preparing the merge makes the server check the ON CONFLICT target.
+		if _, err := tx.Exec(ctx, createStageSQL(s.target, s.copyCols)); err != nil {
+			return errf("staging table: %w", classify(err))
+		}
+		if _, err := tx.Prepare(ctx, "", s.sqlUpsert); err != nil {
+			return errf("key (%s) must be the primary key or have a unique index: %w", strings.Join(s.cfg.Key, ", "), classify(err))
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return errf("%w", classify(err))
+	}
+	return nil
+}
+
+// checkColumns compares the table's columns with the mapping.
+func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, columnsSQL, s.target.Sanitize())
+	if err != nil {
+		return classify(err)
+	}
+	types := map[string]string{}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return err
+		}
+		types[name] = typ
+	}
+	if err := rows.Err(); err != nil {
+		return classify(err)
+	}
+	var errs []error
+	for _, col := range s.mapper.Columns() {
+		typ, ok := types[col.Name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("column %q: not in the table", col.Name))
+		case !slices.Contains(compatible[col.Type.Kind], typ):
+			errs = append(errs, fmt.Errorf("column %q: the table has %s, the mapping says %s (want one of %s)", col.Name, typ, col.Type, strings.Join(compatible[col.Type.Kind], ", ")))
+		}
+	}
+	if s.upsert {
+		if types[partitionColumn] != "text" || types[seqColumn] != "bigint" {
+			errs = append(errs, fmt.Errorf("upsert needs the hidden ordering columns: ALTER TABLE %s ADD COLUMN %s text, ADD COLUMN %s bigint",
+				s.target.Sanitize(), quote(partitionColumn), quote(seqColumn)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Open reads the partition's watermark and returns a writer for it.
+func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+	wm, err := s.readWatermark(ctx, partition)
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: connector %q partition %s: read watermark: %w", s.info.Connector, partition, err)
+	}
+	w := &writer{s: s, partition: partition, wm: wm, width: len(s.copyCols)}
+	return w, clonePos(wm), nil
+}
+
+func (s *Sink) wmKey(partition string) []any {
+	return []any{s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.cfg.Table, partition}
+}
+
+func (s *Sink) readWatermark(ctx context.Context, partition string) (*sinks.Position, error) {
+	conn, err := s.pool.acquire(ctx)
+	if err != nil {
+		return nil, classify(err)
+	}
+	var p sinks.Position
+	err = conn.QueryRow(ctx, s.sqlReadWM, s.wmKey(partition)...).Scan(&p.SequenceNumber, &p.Offset)
+	s.pool.release(ctx, conn, err != nil && !errors.Is(err, pgx.ErrNoRows))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &p, nil
+}
+
+// Close closes the sink's idle connections; connections in use by writers
+// are closed as they are returned. It is idempotent.
+func (s *Sink) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		if s.pool != nil {
+			s.pool.close(ctx)
+		}
+	})
+	return nil
+}
+
+func (s *Sink) fault(point string) error {
+	if s.faults == nil {
+		return nil
+	}
+	return s.faults(point)
+}
+
+func clonePos(p *sinks.Position) *sinks.Position {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}

@@ -1,0 +1,209 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/mapping"
+)
+
+// Every statement of the sink is built here, once, from quoted
+// identifiers of the configuration; event content only ever travels as
+// parameters or COPY data.
+
+const (
+	watermarkTableName  = "ehsink_watermarks"
+	deadLetterTableName = "ehsink_dead_letters"
+	stageTableName      = "ehsink_stage"
+)
+
+// qualify puts name in the schema of the target table (or none).
+func qualify(target pgx.Identifier, name string) pgx.Identifier {
+	if len(target) == 2 {
+		return pgx.Identifier{target[0], name}
+	}
+	return pgx.Identifier{name}
+}
+
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// pgType is the column type create_table uses for a mapping type.
+func pgType(t mapping.Type) string {
+	switch t.Kind {
+	case mapping.KindString:
+		return "text"
+	case mapping.KindInt32:
+		return "integer"
+	case mapping.KindInt64:
+		return "bigint"
+	case mapping.KindDouble:
+		return "double precision"
+	case mapping.KindDecimal:
+		if t.Precision == 0 {
+			return "numeric"
+		}
+		return "numeric(" + itoa(t.Precision) + "," + itoa(t.Scale) + ")"
+	case mapping.KindBoolean:
+		return "boolean"
+	case mapping.KindTimestamp:
+		return "timestamp with time zone"
+	case mapping.KindJSON:
+		return "jsonb"
+	case mapping.KindUUID:
+		return "uuid"
+	case mapping.KindBytes:
+		return "bytea"
+	}
+	return "text"
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// compatible lists, per mapping kind, the column types (as format_type
+// prints them, without modifiers) that the sink's Go values encode into
+// without loss.
+var compatible = map[mapping.Kind][]string{
+	mapping.KindString:    {"text", "character varying", "character", "citext", "name"},
+	mapping.KindInt32:     {"integer", "bigint", "numeric"},
+	mapping.KindInt64:     {"bigint", "numeric"},
+	mapping.KindDouble:    {"double precision"},
+	mapping.KindDecimal:   {"numeric"},
+	mapping.KindBoolean:   {"boolean"},
+	mapping.KindTimestamp: {"timestamp with time zone", "timestamp without time zone"},
+	mapping.KindJSON:      {"jsonb", "json"},
+	mapping.KindUUID:      {"uuid"},
+	mapping.KindBytes:     {"bytea"},
+}
+
+// createTableSQL derives the target table from the mapping.
+func createTableSQL(target pgx.Identifier, cols mapping.Columns, key []string, upsert bool) string {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + target.Sanitize() + " (")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quote(c.Name) + " " + pgType(c.Type))
+		if !c.Nullable {
+			b.WriteString(" NOT NULL")
+		}
+	}
+	if upsert {
+		b.WriteString(", " + quote(partitionColumn) + " text NOT NULL, " + quote(seqColumn) + " bigint NOT NULL")
+		b.WriteString(", PRIMARY KEY (" + quoteList(key) + ")")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func watermarkDDL(t pgx.Identifier) string {
+	return `CREATE TABLE IF NOT EXISTS ` + t.Sanitize() + ` (
+	connector text NOT NULL,
+	namespace text NOT NULL,
+	eventhub text NOT NULL,
+	consumer_group text NOT NULL,
+	table_name text NOT NULL,
+	partition_id text NOT NULL,
+	sequence_number bigint NOT NULL,
+	"offset" text NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (connector, namespace, eventhub, consumer_group, table_name, partition_id))`
+}
+
+func deadLetterDDL(t pgx.Identifier) string {
+	return `CREATE TABLE IF NOT EXISTS ` + t.Sanitize() + ` (
+	id bigserial PRIMARY KEY,
+	connector text NOT NULL,
+	namespace text NOT NULL,
+	eventhub text NOT NULL,
+	consumer_group text NOT NULL,
+	table_name text NOT NULL,
+	partition_id text NOT NULL,
+	sequence_number bigint NOT NULL,
+	"offset" text NOT NULL,
+	enqueued_time timestamptz,
+	partition_key text,
+	properties jsonb,
+	body bytea,
+	reason text NOT NULL,
+	failed_at timestamptz NOT NULL)`
+}
+
+// deadLetterColumns are the columns the sink copies into ehsink_dead_letters.
+var deadLetterColumns = []string{"connector", "namespace", "eventhub", "consumer_group", "table_name", "partition_id",
+	"sequence_number", "offset", "enqueued_time", "partition_key", "properties", "body", "reason", "failed_at"}
+
+// watermarkWhere is the key of a watermark row: $1..$6.
+const watermarkWhere = `connector = $1 AND namespace = $2 AND eventhub = $3 AND consumer_group = $4 AND table_name = $5 AND partition_id = $6`
+
+func readWatermarkSQL(t pgx.Identifier) string {
+	return `SELECT sequence_number, "offset" FROM ` + t.Sanitize() + ` WHERE ` + watermarkWhere
+}
+
+// insertWatermarkSQL creates the first watermark of a partition; a row that
+// appeared meanwhile (another owner) makes it insert nothing: fence lost.
+func insertWatermarkSQL(t pgx.Identifier) string {
+	return `INSERT INTO ` + t.Sanitize() + ` (connector, namespace, eventhub, consumer_group, table_name, partition_id, sequence_number, "offset", updated_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now()) ON CONFLICT DO NOTHING`
+}
+
+// advanceWatermarkSQL moves the watermark forward only from the value the
+// writer read ($9): the fence.
+func advanceWatermarkSQL(t pgx.Identifier) string {
+	return `UPDATE ` + t.Sanitize() + ` SET sequence_number = $7, "offset" = $8, updated_at = now() WHERE ` + watermarkWhere + ` AND sequence_number = $9`
+}
+
+// createStageSQL makes the session's staging table for upserts: the
+// copied columns of the target, emptied at every commit.
+func createStageSQL(target pgx.Identifier, copyCols []string) string {
+	return `CREATE TEMPORARY TABLE IF NOT EXISTS ` + quote(stageTableName) + ` ON COMMIT DELETE ROWS AS SELECT ` +
+		quoteList(copyCols) + ` FROM ` + target.Sanitize() + ` WITH NO DATA`
+}
+
+// upsertSQL merges the staging table into the target, guarded by the
+// hidden ordering columns.
+func upsertSQL(target pgx.Identifier, copyCols, key []string) string {
+	var set []string
+	for _, c := range copyCols {
+		if !contains(key, c) {
+			set = append(set, quote(c)+" = EXCLUDED."+quote(c))
+		}
+	}
+	p, s := quote(partitionColumn), quote(seqColumn)
+	return `INSERT INTO ` + target.Sanitize() + ` AS t (` + quoteList(copyCols) + `) SELECT ` + quoteList(copyCols) +
+		` FROM ` + quote(stageTableName) + ` ON CONFLICT (` + quoteList(key) + `) DO UPDATE SET ` + strings.Join(set, ", ") +
+		` WHERE t.` + s + ` IS NULL OR t.` + p + ` IS DISTINCT FROM EXCLUDED.` + p + ` OR t.` + s + ` < EXCLUDED.` + s
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// columnsSQL lists a table's columns and their types without modifiers.
+const columnsSQL = `SELECT a.attname, format_type(a.atttypid, NULL)
+	FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`

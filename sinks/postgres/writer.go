@@ -1,0 +1,409 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// maxFenceRetries bounds how often one Flush re-reads a watermark that
+// keeps moving under it; another owner that keeps committing means this
+// writer should give the partition up, and the runner retries later.
+const maxFenceRetries = 16
+
+// bufRow is one buffered row and the position of its event.
+type bufRow struct {
+	vals []any
+	pos  sinks.Position
+}
+
+// deadLetter is a buffered dead letter, copied out of the runner's memory.
+type deadLetter struct {
+	pos          sinks.Position
+	enqueued     time.Time
+	partitionKey *string
+	properties   []byte // JSON, or nil
+	body         []byte
+	reason       string
+	failedAt     time.Time
+}
+
+// writer writes one partition. It is used by one goroutine at a time.
+type writer struct {
+	s         *Sink
+	partition string
+	width     int
+	wm        *sinks.Position // the committed watermark, as last read or written
+	rows      []bufRow        // rows[:n] are buffered; the rest are spare buffers
+	n         int
+	dead      []deadLetter
+	closed    bool
+	keyBuf    []byte
+}
+
+var _ sinks.DeadLetterer = (*writer)(nil)
+
+// last returns the highest sequence number buffered, or -1.
+func (w *writer) last() int64 {
+	last := int64(-1)
+	if w.n > 0 {
+		last = w.rows[w.n-1].pos.SequenceNumber
+	}
+	if k := len(w.dead); k > 0 && w.dead[k-1].pos.SequenceNumber > last {
+		last = w.dead[k-1].pos.SequenceNumber
+	}
+	return last
+}
+
+// Write maps and buffers events. Events the table already holds (at or
+// below the watermark) and events already buffered are skipped, so a
+// repeated Write is harmless. Events that do not convert are reported in a
+// *sinks.BatchError; the others are taken.
+func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
+	if w.closed {
+		return sinks.ErrClosed
+	}
+	var failed []sinks.EventError
+	last := w.last()
+	ncols := len(w.s.mapper.Columns())
+	for i := range events {
+		ev := &events[i]
+		if sinks.Covers(w.wm, ev.SequenceNumber) || ev.SequenceNumber <= last {
+			continue
+		}
+		if w.n == len(w.rows) {
+			w.rows = append(w.rows, bufRow{vals: make([]any, w.width)})
+		}
+		r := &w.rows[w.n]
+		if err := w.convert(ev, r.vals[:ncols]); err != nil {
+			failed = append(failed, sinks.EventError{Index: i, Err: err})
+			continue
+		}
+		if w.s.upsert {
+			r.vals[ncols] = ev.Partition
+			r.vals[ncols+1] = ev.SequenceNumber
+		}
+		r.pos = ev.Position()
+		w.n++
+		last = ev.SequenceNumber
+	}
+	if len(failed) > 0 {
+		return &sinks.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// convert maps ev into vals and applies what PostgreSQL adds to the
+// mapping's rules: no NUL in text, no \u0000 in jsonb, numerics as
+// pgtype.Numeric.
+func (w *writer) convert(ev *sinks.Event, vals []any) error {
+	if err := w.s.mapper.Map(ev, vals); err != nil {
+		return err
+	}
+	cols := w.s.mapper.Columns()
+	for _, i := range w.s.nulCheck {
+		if s, ok := vals[i].(string); ok && strings.IndexByte(s, 0) >= 0 {
+			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New("text contains a NUL character, which PostgreSQL cannot store")}
+		}
+	}
+	for _, i := range w.s.jsonCheck {
+		if j, ok := vals[i].(json.RawMessage); ok && bytes.Contains(j, []byte(`\u0000`)) {
+			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New(`JSON contains \u0000, which jsonb cannot store`)}
+		}
+	}
+	for _, i := range w.s.decimals {
+		if d, ok := vals[i].(mapping.Decimal); ok {
+			vals[i] = pgtype.Numeric{Int: d.BigInt(), Exp: -d.Scale, Valid: true}
+		}
+	}
+	return nil
+}
+
+// DeadLetter buffers dead letters; the next Flush stores them in
+// ehsink_dead_letters in the same transaction as the rows and the
+// watermark. Letters the table already holds are skipped.
+func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) error {
+	if w.closed {
+		return sinks.ErrClosed
+	}
+	for i := range letters {
+		l := &letters[i]
+		if sinks.Covers(w.wm, l.Event.SequenceNumber) {
+			continue
+		}
+		d := deadLetter{
+			pos:      l.Event.Position(),
+			enqueued: l.Event.EnqueuedTime,
+			body:     bytes.Clone(l.Event.Body),
+			reason:   l.Reason,
+			failedAt: l.FailedAt,
+		}
+		if d.failedAt.IsZero() {
+			d.failedAt = time.Now()
+		}
+		if l.Event.PartitionKey != nil {
+			k := *l.Event.PartitionKey
+			d.partitionKey = &k
+		}
+		if len(l.Event.Properties) > 0 {
+			if p, err := json.Marshal(l.Event.Properties); err == nil {
+				d.properties = p
+			}
+		}
+		// Keep dead letters in sequence order for last().
+		j := len(w.dead)
+		for j > 0 && w.dead[j-1].pos.SequenceNumber > d.pos.SequenceNumber {
+			j--
+		}
+		w.dead = append(w.dead, deadLetter{})
+		copy(w.dead[j+1:], w.dead[j:])
+		w.dead[j] = d
+	}
+	return nil
+}
+
+// Flush commits the buffered rows and dead letters with the watermark in
+// one transaction. On failure everything stays buffered for the retry.
+func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
+	if w.closed {
+		return nil, sinks.ErrClosed
+	}
+	for attempt := 0; w.n > 0 || len(w.dead) > 0; attempt++ {
+		to, err := w.commit(ctx)
+		if err == nil {
+			w.wm = &to
+			w.reset()
+			break
+		}
+		if !errors.Is(err, errFenceLost) {
+			return nil, w.errorf("flush: %w", classify(err))
+		}
+		if attempt == maxFenceRetries {
+			return nil, w.errorf("flush: %w %d times in a row", err, attempt+1)
+		}
+		wm, err := w.s.readWatermark(ctx, w.partition)
+		if err != nil {
+			return nil, w.errorf("flush: re-read watermark: %w", err)
+		}
+		w.s.log.Warn("watermark moved by another writer; dropping what it committed",
+			"connector", w.s.info.Connector, "partition", w.partition, "read", seqOf(w.wm), "now", seqOf(wm))
+		w.wm = wm
+		w.dropCovered()
+	}
+	return clonePos(w.wm), nil
+}
+
+func seqOf(p *sinks.Position) any {
+	if p == nil {
+		return "none"
+	}
+	return p.SequenceNumber
+}
+
+func (w *writer) errorf(format string, args ...any) error {
+	span := ""
+	if w.n > 0 {
+		span = fmt.Sprintf(" seq %d..%d", w.rows[0].pos.SequenceNumber, w.rows[w.n-1].pos.SequenceNumber)
+	}
+	return fmt.Errorf("postgres: connector %q table %s partition %s%s: "+format,
+		append([]any{w.s.info.Connector, w.s.cfg.Table, w.partition, span}, args...)...)
+}
+
+// reset empties the buffers, keeping their memory.
+func (w *writer) reset() {
+	for i := range w.n {
+		clear(w.rows[i].vals) // let the values go
+	}
+	w.n = 0
+	clear(w.dead)
+	w.dead = w.dead[:0]
+}
+
+// dropCovered removes buffered rows and letters at or below the watermark.
+func (w *writer) dropCovered() {
+	keep := 0
+	for i := range w.n {
+		if !sinks.Covers(w.wm, w.rows[i].pos.SequenceNumber) {
+			w.rows[keep], w.rows[i] = w.rows[i], w.rows[keep]
+			keep++
+		}
+	}
+	w.n = keep
+	dead := w.dead[:0]
+	for _, d := range w.dead {
+		if !sinks.Covers(w.wm, d.pos.SequenceNumber) {
+			dead = append(dead, d)
+		}
+	}
+	w.dead = dead
+}
+
+// newTarget is the position the flush moves the watermark to.
+func (w *writer) newTarget() sinks.Position {
+	var to sinks.Position
+	if w.n > 0 {
+		to = w.rows[w.n-1].pos
+	}
+	if k := len(w.dead); k > 0 && (w.n == 0 || w.dead[k-1].pos.SequenceNumber > to.SequenceNumber) {
+		to = w.dead[k-1].pos
+	}
+	return to
+}
+
+// commit runs one flush transaction.
+func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
+	s := w.s
+	to := w.newTarget()
+	if s.upsert && w.n > 1 {
+		// Only the newest event of a key matters, and ON CONFLICT may not
+		// touch a row twice. Collapsing is idempotent, so a retried flush
+		// may collapse again.
+		w.n = len(dedupe.Collapse(w.rows[:w.n], w.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber }))
+	}
+	conn, err := s.pool.acquire(ctx)
+	if err != nil {
+		return to, err
+	}
+	// Any failure closes the connection: after a failed COPY or COMMIT its
+	// state is not worth trusting, and a new one is cheap next to a retry.
+	failed := true
+	defer func() { s.pool.release(ctx, conn, failed) }()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return to, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+
+	// The fence first: it takes the watermark row's lock, so a second
+	// owner waits here rather than after copying its rows.
+	key := s.wmKey(w.partition)
+	var sql string
+	args := append(key, to.SequenceNumber, to.Offset)
+	if w.wm == nil {
+		sql = s.sqlInsertWM
+	} else {
+		sql = s.sqlAdvanceWM
+		args = append(args, w.wm.SequenceNumber)
+	}
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return to, fmt.Errorf("watermark: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		if err := tx.Rollback(ctx); err == nil {
+			failed = false // a clean rollback: the connection is fine
+		}
+		return to, errFenceLost
+	}
+	if err := s.fault(faultBeforeCopy); err != nil {
+		return to, err
+	}
+	if w.n > 0 {
+		src := &rowSource{rows: w.rows[:w.n], i: -1}
+		if !s.upsert {
+			if _, err := tx.CopyFrom(ctx, s.target, s.copyCols, src); err != nil {
+				return to, fmt.Errorf("copy: %w", err)
+			}
+		} else {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTableName}, s.copyCols, src); err != nil {
+				return to, fmt.Errorf("copy to staging table: %w", err)
+			}
+			if _, err := tx.Exec(ctx, s.sqlUpsert); err != nil {
+				return to, fmt.Errorf("upsert: %w", err)
+			}
+		}
+	}
+	if len(w.dead) > 0 {
+		if _, err := tx.CopyFrom(ctx, s.deadLetters, deadLetterColumns, &deadSource{w: w, i: -1}); err != nil {
+			return to, fmt.Errorf("dead letters: %w", err)
+		}
+	}
+	if err := s.fault(faultBeforeCommit); err != nil {
+		return to, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return to, fmt.Errorf("commit: %w", err)
+	}
+	failed = false
+	return to, nil
+}
+
+// rowKey encodes the key columns of a row as a map key. Values of one
+// column share a Go type, so the encoding only has to be unambiguous
+// across columns: each part is length-prefixed.
+func (w *writer) rowKey(r *bufRow) string {
+	b := w.keyBuf[:0]
+	for _, i := range w.s.keyIdx {
+		start := len(b)
+		b = append(b, 0, 0, 0, 0)
+		switch v := r.vals[i].(type) {
+		case string:
+			b = append(b, v...)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case int32:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case []byte:
+			b = append(b, v...)
+		case [16]byte:
+			b = append(b, v[:]...)
+		case json.RawMessage:
+			b = append(b, v...)
+		default:
+			b = fmt.Append(b, v)
+		}
+		n := len(b) - start - 4
+		b[start], b[start+1], b[start+2], b[start+3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	}
+	w.keyBuf = b
+	return string(b)
+}
+
+// Close abandons whatever was not flushed.
+func (w *writer) Close(ctx context.Context) error {
+	w.closed = true
+	w.rows, w.dead, w.n = nil, nil, 0
+	return nil
+}
+
+// rowSource feeds buffered rows to CopyFrom.
+type rowSource struct {
+	rows []bufRow
+	i    int
+}
+
+func (r *rowSource) Next() bool             { r.i++; return r.i < len(r.rows) }
+func (r *rowSource) Values() ([]any, error) { return r.rows[r.i].vals, nil }
+func (r *rowSource) Err() error             { return nil }
+
+// deadSource feeds buffered dead letters to CopyFrom.
+type deadSource struct {
+	w    *writer
+	i    int
+	vals []any
+}
+
+func (d *deadSource) Next() bool { d.i++; return d.i < len(d.w.dead) }
+func (d *deadSource) Values() ([]any, error) {
+	s, l := d.w.s, &d.w.dead[d.i]
+	var props any
+	if l.properties != nil {
+		props = json.RawMessage(l.properties)
+	}
+	d.vals = append(d.vals[:0], s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.cfg.Table,
+		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, props, l.body, l.reason, l.failedAt)
+	return d.vals, nil
+}
+func (d *deadSource) Err() error { return nil }
