@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -11,12 +12,23 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
+	"go.uber.org/goleak"
+
 	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testenv.StopSharedAzurite()
+	if code == 0 {
+		// Stop must leave none of the harness's goroutines behind; idle
+		// keep-alive connections belong to the blob client's transport.
+		if err := goleak.Find(goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
