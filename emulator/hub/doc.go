@@ -23,7 +23,9 @@
 // Each partition is a list of segments of framed records (length, CRC-32C,
 // sequence number, enqueued time, partition key, message; see record.go).
 // Without [Config.DataDir] segments are byte chunks in memory (at most 1 MiB;
-// about 26 bytes of overhead per event plus the key). With a DataDir each
+// 26 bytes of overhead per event plus the key and about 1 byte of index:
+// BenchmarkAppendNext measures about 228 heap bytes per retained 200-byte
+// event). With a DataDir each
 // segment is a file DataDir/<hub>/<partition>/<base offset, 20 digits>.seg
 // starting with a 44-byte header; a new segment starts when the current one
 // reaches [Config.SegmentBytes]. Every segment keeps a sparse in-memory index
