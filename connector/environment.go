@@ -95,7 +95,6 @@ func (env *environment) startDemo(ctx context.Context, hub string, spec DemoSpec
 		if err != nil && dctx.Err() == nil {
 			env.fail(fmt.Errorf("emulator.demo: after %d events: %w", n, err))
 		}
-		log.Info("demo producer stopped", "sent", n)
 	}()
 	// The producer stops before the emulator does: stop runs in reverse.
 	env.stop = append(env.stop, func() {

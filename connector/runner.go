@@ -55,7 +55,8 @@ type RunnerOptions struct {
 	// DrainTimeout bounds the final flush and checkpoint after ctx is
 	// cancelled. If zero, 30s.
 	DrainTimeout time.Duration
-	// Logger receives the runner's logs. If nil, logs are discarded.
+	// Logger receives the runner's logs; give it the connector's name as an
+	// attribute. If nil, logs are discarded.
 	Logger *slog.Logger
 	// Metrics records the runner's metrics. If nil, none.
 	Metrics *Metrics
@@ -100,7 +101,7 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{opts: opts, log: log.With("connector", opts.Connector)}, nil
+	return &Runner{opts: opts, log: log}, nil
 }
 
 // partitionRun is the state of one RunPartition call.
