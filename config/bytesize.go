@@ -45,13 +45,13 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
 	if num == "" {
-		return 0, fmt.Errorf("%s is not a size: write a number of bytes with an optional unit, e.g. 64MiB or 10MB", quoteValue(s))
+		return 0, fmt.Errorf("%s is not a size: write a number of bytes with an optional unit, e.g. 64MiB or 10MB", Quote(s))
 	}
 	mult := 1.0
 	if unit != "" {
 		m, ok := byteUnits[unit]
 		if !ok {
-			return 0, fmt.Errorf("%s: unknown size unit %s (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", quoteValue(s), quoteValue(t[i:]))
+			return 0, fmt.Errorf("%s: unknown size unit %s (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", Quote(s), Quote(t[i:]))
 		}
 		mult = m
 	}
@@ -63,11 +63,11 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s is not a size: write a number of bytes with an optional unit, e.g. 64MiB", quoteValue(s))
+		return 0, fmt.Errorf("%s is not a size: write a number of bytes with an optional unit, e.g. 64MiB", Quote(s))
 	}
 	v := math.Round(f * mult)
 	if v >= math.MaxInt64 {
-		return 0, fmt.Errorf("%s is too large", quoteValue(s))
+		return 0, fmt.Errorf("%s is too large", Quote(s))
 	}
 	return ByteSize(v), nil
 }

@@ -193,7 +193,7 @@ func (d *decoder) decodeDuration(path string, raw any, v reflect.Value) {
 	}
 	dur, err := time.ParseDuration(s)
 	if err != nil {
-		d.failf(path, "%s is not a duration: write a number with a unit (ns, us, ms, s, m, h), e.g. \"500ms\" or \"1m30s\"", quoteValue(s))
+		d.failf(path, "%s is not a duration: write a number with a unit (ns, us, ms, s, m, h), e.g. \"500ms\" or \"1m30s\"", Quote(s))
 		return
 	}
 	v.SetInt(int64(dur))
@@ -517,7 +517,7 @@ func describe(raw any) string {
 	case nil:
 		return "nothing"
 	case string:
-		return "the string " + quoteValue(x)
+		return "the string " + Quote(x)
 	case bool:
 		return strconv.FormatBool(x)
 	}
@@ -535,10 +535,12 @@ func describe(raw any) string {
 	return fmt.Sprintf("a %T", raw)
 }
 
-// quoteValue quotes s for an error message unless it may be a secret
-// (connection strings, DSNs and URLs with credentials, keys): those are
-// described, never shown.
-func quoteValue(s string) string {
+// Quote quotes a config value for an error message, unless it may be a
+// secret (a connection string, a DSN or URL with credentials, a key: longer
+// than 40 characters or holding =, ;, @ or ://), which is described by its
+// length instead. Validators use it for values that a user may have filled
+// from the wrong variable.
+func Quote(s string) string {
 	if len(s) > 40 || strings.ContainsAny(s, "=;@") || strings.Contains(s, "://") {
 		return fmt.Sprintf("(%d characters, not shown)", len(s))
 	}

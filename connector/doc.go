@@ -18,9 +18,9 @@
 //  4. defaults (the values written on the fields of the spec types, applied
 //     in one place), then [Config.Validate].
 //
-// In YAML flow style ({...} or [...]) a ${VAR} must be quoted, as braces are
-// flow syntax there: `blob: {connection: "${STORAGE_CONNECTION}"}`; in block
-// style it need not be.
+// A ${VAR} needs no quotes, even in YAML flow style where braces are syntax
+// (`blob: {connection: ${STORAGE_CONNECTION}, container: checkpoints}`):
+// the loader sets references aside while it parses the YAML.
 //
 // # Environment overrides
 //

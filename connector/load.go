@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
@@ -39,7 +38,7 @@ type LoadOptions struct {
 // them.
 func Load(path string, opts LoadOptions) (*Config, error) {
 	k := koanf.New(".")
-	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+	if err := k.Load(file.Provider(path), varSafeYAML{}); err != nil {
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	return load(k.Raw(), opts)
@@ -142,7 +141,7 @@ func decodeSink(path string, s *SinkSpec, raw map[string]any, reg *sinks.Registr
 	}
 	d, err := reg.Lookup(s.Type)
 	if err != nil {
-		return &config.Error{Path: path + ".type", Err: fmt.Errorf("unknown sink %q (known: %s)", s.Type, strings.Join(reg.Names(), ", "))}
+		return &config.Error{Path: path + ".type", Err: fmt.Errorf("unknown sink %s (known: %s)", config.Quote(s.Type), strings.Join(reg.Names(), ", "))}
 	}
 	cfg := d.NewConfig()
 	if cfg == nil {

@@ -54,7 +54,7 @@ func (c *Config) validate() error {
 		path := fmt.Sprintf("connectors[%d]", i)
 		if s.Name != "" {
 			if j, dup := firstUse[s.Name]; dup {
-				p.add(path+".name", "duplicate connector name %q (also connectors[%d]): names must be unique, they key checkpoints and sink state", s.Name, j)
+				p.add(path+".name", "duplicate connector name %s (also connectors[%d]): names must be unique, they key checkpoints and sink state", config.Quote(s.Name), j)
 			} else {
 				firstUse[s.Name] = i
 			}
@@ -71,7 +71,7 @@ func (s *Spec) validate(path string, emu *EmulatorSpec, p *problems) {
 	case s.Name == "":
 		p.add(path+".name", "required")
 	case !nameRE.MatchString(s.Name):
-		p.add(path+".name", "%q: use letters, digits, '.', '_' and '-' (it names files and metrics)", s.Name)
+		p.add(path+".name", "%s: use letters, digits, '.', '_' and '-' (it names files and metrics)", config.Quote(s.Name))
 	}
 	s.Source.validate(path+".source", emu, p)
 	s.Checkpoint.validate(path+".checkpoint", p)
@@ -92,7 +92,7 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 			p.add(path+".connection", "%q needs an emulator: block at the top level of the file", EmulatorConnection)
 		} else if s.EventHub != "" {
 			if _, ok := emu.Hubs[s.EventHub]; !ok {
-				p.add(path+".eventhub", "%q is not a hub of the emulator (hubs: %s)", s.EventHub, strings.Join(slices.Sorted(maps.Keys(emu.Hubs)), ", "))
+				p.add(path+".eventhub", "%s is not a hub of the emulator (hubs: %s)", config.Quote(s.EventHub), strings.Join(slices.Sorted(maps.Keys(emu.Hubs)), ", "))
 			}
 		}
 	case conn != "":
@@ -104,19 +104,19 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 		entityPath = props["entitypath"]
 	case s.Namespace != "":
 		if !strings.Contains(s.Namespace, ".") || strings.Contains(s.Namespace, "/") {
-			p.add(path+".namespace", "%q: write the fully qualified namespace, NAME.servicebus.windows.net", s.Namespace)
+			p.add(path+".namespace", "%s: write the fully qualified namespace, NAME.servicebus.windows.net", config.Quote(s.Namespace))
 		}
 	}
 	if s.Credential != "" && s.Namespace == "" {
 		p.add(path+".credential", "used only with namespace (a connection string carries its own key)")
 	} else if s.Credential != "" && s.Credential != defaultCredential {
-		p.add(path+".credential", "%q: only %q (DefaultAzureCredential) is supported", s.Credential, defaultCredential)
+		p.add(path+".credential", "%s: only %q (DefaultAzureCredential) is supported", config.Quote(s.Credential), defaultCredential)
 	}
 	switch {
 	case s.EventHub == "" && entityPath == "":
 		p.add(path+".eventhub", "required (the connection string has no EntityPath)")
 	case s.EventHub != "" && entityPath != "" && s.EventHub != entityPath:
-		p.add(path+".eventhub", "%q differs from the connection string's EntityPath %q", s.EventHub, entityPath)
+		p.add(path+".eventhub", "%s differs from the connection string's EntityPath %s", config.Quote(s.EventHub), config.Quote(entityPath))
 	}
 	if err := checkStart(s.Start); err != nil {
 		p.add(path+".start", "%v", err)
@@ -174,19 +174,19 @@ func checkStart(s string) error {
 		return nil
 	case strings.HasPrefix(s, "seq:"):
 		if n, err := strconv.ParseInt(strings.TrimPrefix(s, "seq:"), 10, 64); err != nil || n < 0 {
-			return fmt.Errorf("%q: a sequence number is written seq:N with N >= 0", s)
+			return fmt.Errorf("%s: a sequence number is written seq:N with N >= 0", config.Quote(s))
 		}
 		return nil
 	}
 	if _, err := time.Parse(time.RFC3339, s); err != nil {
-		return fmt.Errorf("%q: use earliest, latest, an RFC 3339 time (2026-01-02T15:04:05Z) or seq:N", s)
+		return fmt.Errorf("%s: use earliest, latest, an RFC 3339 time (2026-01-02T15:04:05Z) or seq:N", config.Quote(s))
 	}
 	return nil
 }
 
 func checkEnum(p *problems, path, v string, allowed ...string) {
 	if !slices.Contains(allowed, v) {
-		p.add(path, "%q: must be one of %s", v, strings.Join(allowed, ", "))
+		p.add(path, "%s: must be one of %s", config.Quote(v), strings.Join(allowed, ", "))
 	}
 }
 
@@ -205,14 +205,14 @@ func (c *CheckpointSpec) validate(path string, p *problems) {
 			p.add(bp+".account_url", "set connection or account_url, not both")
 		case b.AccountURL != "":
 			if u, err := url.Parse(b.AccountURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				p.add(bp+".account_url", "%q: write https://ACCOUNT.blob.core.windows.net", b.AccountURL)
+				p.add(bp+".account_url", "%s: write https://ACCOUNT.blob.core.windows.net", config.Quote(b.AccountURL))
 			}
 		}
 		switch {
 		case b.Container == "":
 			p.add(bp+".container", "required")
 		case !containerRE.MatchString(b.Container):
-			p.add(bp+".container", "%q: a container name has 3 to 63 lower-case letters, digits and single hyphens", b.Container)
+			p.add(bp+".container", "%s: a container name has 3 to 63 lower-case letters, digits and single hyphens", config.Quote(b.Container))
 		}
 	}
 	if c.File != nil && c.File.Dir == "" {
@@ -281,9 +281,9 @@ func (e *ErrorsSpec) validate(path string, p *problems) {
 
 func (e *EmulatorSpec) validate(path string, p *problems) {
 	if _, port, err := net.SplitHostPort(e.Listen); err != nil {
-		p.add(path+".listen", "%q: write HOST:PORT, e.g. 127.0.0.1:5672 (port 0 picks a free one)", e.Listen)
+		p.add(path+".listen", "%s: write HOST:PORT, e.g. 127.0.0.1:5672 (port 0 picks a free one)", config.Quote(e.Listen))
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		p.add(path+".listen", "%q: the port must be a number from 0 to 65535", e.Listen)
+		p.add(path+".listen", "%s: the port must be a number from 0 to 65535", config.Quote(e.Listen))
 	}
 	for _, hub := range slices.Sorted(maps.Keys(e.Hubs)) {
 		if n := e.Hubs[hub]; n < 1 || n > 1024 {
@@ -297,7 +297,7 @@ func (e *EmulatorSpec) validate(path string, p *problems) {
 	}
 	if d := e.Demo; d != nil {
 		if _, ok := e.Hubs[d.EventHub]; !ok {
-			p.add(path+".demo.eventhub", "%q is not one of the emulator's hubs (%s)", d.EventHub, strings.Join(slices.Sorted(maps.Keys(e.Hubs)), ", "))
+			p.add(path+".demo.eventhub", "%s is not one of the emulator's hubs (%s)", config.Quote(d.EventHub), strings.Join(slices.Sorted(maps.Keys(e.Hubs)), ", "))
 		}
 		if d.Rate < 0 {
 			p.add(path+".demo.rate", "must be positive, got %g", d.Rate)

@@ -80,11 +80,12 @@ func checkNames(cfg *connector.Config, names []string) error {
 }
 
 // printProblems writes a config error: one problem per line, each with its
-// path.
+// path, with anything that looks like a credential redacted (a sink's
+// validator may quote a value the user filled from the wrong variable).
 func printProblems(w io.Writer, path string, err error) {
 	problems := config.Errors(err)
 	if len(problems) == 1 && problems[0].Path == "" {
-		fmt.Fprintf(w, "%s: %v\n", path, problems[0].Err)
+		fmt.Fprintf(w, "%s: %s\n", path, redact(problems[0].Err.Error()))
 		return
 	}
 	noun := "problems"
@@ -93,6 +94,6 @@ func printProblems(w io.Writer, path string, err error) {
 	}
 	fmt.Fprintf(w, "%s: %d %s:\n", path, len(problems), noun)
 	for _, p := range problems {
-		fmt.Fprintf(w, "  %v\n", p)
+		fmt.Fprintf(w, "  %s\n", redact(p.Error()))
 	}
 }
