@@ -18,8 +18,9 @@ import (
 // mapping written either as a map or as a list, a size with units). raw is
 // what koanf loaded: map[string]any, []any, string, bool, int, float64, or nil
 // when the key is present with no value. Problems should be returned as
-// [*Error] values with paths relative to the value (joined with
-// [errors.Join]); [Decode] prefixes them with the value's own path. An
+// [*Error] (or [*sinks.FieldError]) values with paths relative to the value
+// (joined with [errors.Join]); [Decode] prefixes them with the value's own
+// path. An
 // implementation may call Decode on parts of raw.
 type Unmarshaler interface {
 	UnmarshalConfig(raw any) error

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/sinks"
 )
 
 type batch struct {
@@ -302,13 +303,16 @@ func TestPrefixAndErrors(t *testing.T) {
 		&config.Error{Path: "[2].type", Err: errors.New("bad")},
 		errors.New("plain"),
 		&config.Error{Path: "columns", Err: errors.Join(&config.Error{Path: "[0]", Err: errors.New("x")})},
+		&sinks.FieldError{Field: "amount.type", Err: errors.New("bad type")},
+		&config.Error{Path: "mapping", Err: &sinks.FieldError{Field: "[1].from", Err: errors.New("y")}},
 	)
 	got := config.Errors(config.Prefix("connectors[1].sink", inner))
 	var paths []string
 	for _, e := range got {
 		paths = append(paths, e.Path)
 	}
-	want := []string{"connectors[1].sink.table", "connectors[1].sink[2].type", "connectors[1].sink", "connectors[1].sink.columns[0]"}
+	want := []string{"connectors[1].sink.table", "connectors[1].sink[2].type", "connectors[1].sink", "connectors[1].sink.columns[0]",
+		"connectors[1].sink.amount.type", "connectors[1].sink.mapping[1].from"}
 	if !slices.Equal(paths, want) {
 		t.Errorf("paths %q, want %q", paths, want)
 	}
@@ -352,4 +356,20 @@ func TestByteSize(t *testing.T) {
 			t.Errorf("%d.String() = %q, want %q", int64(tt.in), got, tt.want)
 		}
 	}
+}
+
+// fieldErrShape reports its problems as *sinks.FieldError, as sink configs do.
+type fieldErrShape struct{}
+
+func (*fieldErrShape) UnmarshalConfig(raw any) error {
+	return errors.Join(&sinks.FieldError{Field: "[0].from", Err: errors.New("bad source")},
+		&sinks.FieldError{Field: "amount.type", Err: errors.New("bad type")})
+}
+
+func TestDecodeUnmarshalerFieldErrors(t *testing.T) {
+	var v struct {
+		Cols fieldErrShape `yaml:"columns"`
+	}
+	err := config.Decode(map[string]any{"columns": []any{}}, &v)
+	assertProblems(t, err, map[string]string{"columns[0].from": "bad source", "columns.amount.type": "bad type"})
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"strings"
+
+	"github.com/ehsink/ehsink/sinks"
 )
 
 // Error is one configuration problem at a path such as
@@ -43,9 +45,10 @@ func JoinPath(parent, child string) string {
 
 // Errors flattens err into its problems: errors joined with [errors.Join]
 // (or any error with an Unwrap() []error method) are opened recursively,
-// also inside a [*Error] (whose path then prefixes the inner paths), and
-// every leaf that is not a *Error is returned as one with an empty path.
-// Errors(nil) is nil.
+// also inside a [*Error] (whose path then prefixes the inner paths). A
+// [*sinks.FieldError] counts as a *Error with its Field as the path, so
+// that sink configs and their [Unmarshaler] types may use either. Every
+// other leaf is returned as a *Error with an empty path. Errors(nil) is nil.
 func Errors(err error) []*Error {
 	var out []*Error
 	var walk func(path string, err error)
@@ -59,13 +62,18 @@ func Errors(err error) []*Error {
 			}
 			return
 		}
+		if fe, ok := err.(*sinks.FieldError); ok {
+			walk(path, &Error{Path: fe.Field, Err: fe.Err})
+			return
+		}
 		if e, ok := err.(*Error); ok {
 			if _, joined := e.Err.(interface{ Unwrap() []error }); joined {
 				walk(JoinPath(path, e.Path), e.Err)
 				return
 			}
-			if inner, nested := e.Err.(*Error); nested {
-				walk(JoinPath(path, e.Path), inner)
+			switch e.Err.(type) {
+			case *Error, *sinks.FieldError:
+				walk(JoinPath(path, e.Path), e.Err)
 				return
 			}
 			out = append(out, &Error{Path: JoinPath(path, e.Path), Err: e.Err})
