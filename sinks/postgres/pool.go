@@ -15,7 +15,7 @@ import (
 type connPool struct {
 	cfg   *pgx.ConnConfig
 	setup func(ctx context.Context, conn *pgx.Conn) error // run on every new connection, may be nil
-	sem   chan struct{}                                    // one token per connection in use
+	sem   chan struct{}                                   // one token per connection in use
 
 	mu     sync.Mutex // guards idle and closed
 	idle   []*pgx.Conn

@@ -188,11 +188,12 @@ func (s *Sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 		return errf("%w", err)
 	}
 	if s.upsert {
-		// Preparing the merge makes the server check the ON CONFLICT target.
+		// Running the merge on the empty staging table makes the server
+		// check the ON CONFLICT target, and changes nothing.
 		if _, err := tx.Exec(ctx, createStageSQL(s.target, s.copyCols)); err != nil {
 			return errf("staging table: %w", classify(err))
 		}
-		if _, err := tx.Prepare(ctx, "", s.sqlUpsert); err != nil {
+		if _, err := tx.Exec(ctx, s.sqlUpsert); err != nil {
 			return errf("key (%s) must be the primary key or have a unique index: %w", strings.Join(s.cfg.Key, ", "), classify(err))
 		}
 	}
