@@ -280,3 +280,27 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+func TestRunStopsCleanly(t *testing.T) {
+	// A run whose context is already cancelled (as by a signal) loads the
+	// config, starts, drains and exits 0.
+	dir := t.TempDir()
+	path := writeConfig(t, `
+emulator: {hubs: {orders: 1}}
+connectors:
+  - name: orders
+    source: {connection: emulator, eventhub: orders}
+    checkpoint: {file: {dir: `+filepath.Join(dir, "checkpoints")+`}}
+    errors: {dead_letter: {dir: `+filepath.Join(dir, "dead")+`}}
+    sink: {type: stdout, output: stderr}
+`)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, errOut bytes.Buffer
+	if code := dispatch(ctx, []string{"run", "-c", path, "--log-format", "json"}, &out, &errOut); code != exitOK {
+		t.Errorf("exit %d, want 0; stderr:\n%s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), `"msg":"starting"`) {
+		t.Errorf("no JSON start log on stderr:\n%s", errOut.String())
+	}
+}

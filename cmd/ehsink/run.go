@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -53,7 +54,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer restore()
 
 	logger.Info("starting", "config", *path, "connectors", len(cfg.Connectors), "selected", []string(names))
-	if err := connector.Run(ctx, cfg, connector.RunOptions{Connectors: names, Logger: logger}); err != nil {
+	err = connector.Run(ctx, cfg, connector.RunOptions{Connectors: names, Logger: logger})
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Stopped by a signal while still starting (dialling, claiming):
+		// nothing was in flight, so this is a clean stop too.
+		logger.Info("stopped while starting", "reason", err)
+		err = nil
+	}
+	if err != nil {
 		logger.Error("stopped on failure", "err", err)
 		return exitFailure
 	}
