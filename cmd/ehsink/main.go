@@ -23,6 +23,7 @@ import (
 
 	// The built-in sinks register themselves with the global registry.
 	_ "github.com/ehsink/ehsink/sinks/parquet"
+	_ "github.com/ehsink/ehsink/sinks/postgres"
 	_ "github.com/ehsink/ehsink/sinks/stdout"
 )
 
