@@ -52,6 +52,13 @@ connectors:
       type: parquet
       dir: /tmp/ehsink-test-parquet
       columns: {order_id: $.order_id, seq: "@sequence_number"}
+  - name: orders-to-postgres
+    source: {connection: emulator, eventhub: orders, consumer_group: pg}
+    sink:
+      type: postgres
+      dsn: ${PG_DSN}
+      table: orders
+      columns: {order_id: $.order_id}
 `
 
 const (
@@ -131,12 +138,12 @@ func TestPrintRedacts(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, leak := range []string{"EHKEYSECRET", "STORAGEKEY", ehConn, storeConn} {
+	for _, leak := range []string{"EHKEYSECRET", "STORAGEKEY", "PGPASSWORD", ehConn, storeConn, pgDSN} {
 		if strings.Contains(out+errOut, leak) {
 			t.Errorf("--print shows %q:\n%s", leak, out)
 		}
 	}
-	for _, want := range []string{"connection: '***'", "connection: emulator", "max_events: 500", "drain_timeout: 30s", "type: parquet", "dir: /tmp/ehsink-test-state"} {
+	for _, want := range []string{"connection: '***'", "connection: emulator", "dsn: '***'", "max_events: 500", "drain_timeout: 30s", "type: parquet", "dir: /tmp/ehsink-test-state"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--print lacks %q:\n%s", want, out)
 		}
@@ -158,6 +165,9 @@ connectors:
     checkpoint:
       blob: {connection: "${STORAGE_CONNECTION}", container: "${PG_DSN}"}
     sink: {type: stdout, format: "${PG_DSN}"}
+  - name: b
+    source: {connection: "${EVENTHUB_CONNECTION}"}
+    sink: {type: postgres, dsn: "${PG_DSN}", table: "${PG_DSN}", mode: "${STORAGE_CONNECTION}"}
 `)
 	code, out, errOut := cli(t, "validate", "-c", path)
 	if code != exitUsage {
@@ -216,7 +226,7 @@ func TestUsage(t *testing.T) {
 func TestRunUnknownConnector(t *testing.T) {
 	setSecrets(t)
 	code, _, errOut := cli(t, "run", "-c", writeConfig(t, validConfig), "--connector", "orders,nope")
-	if code != exitUsage || !strings.Contains(errOut, `--connector "nope": no such connector (connectors: orders, payments)`) {
+	if code != exitUsage || !strings.Contains(errOut, `--connector "nope": no such connector (connectors: orders, payments, orders-to-postgres)`) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
