@@ -9,7 +9,7 @@ import (
 // unknownKey builds the error for a key that names no field, suggesting the
 // closest known key, or listing them all when none is close.
 func unknownKey(key string, known []string) error {
-	if s := suggest(key, known); s != "" {
+	if s := Suggest(key, known); s != "" {
 		return fmt.Errorf("unknown key (did you mean %s?)", s)
 	}
 	if len(known) == 0 {
@@ -18,10 +18,11 @@ func unknownKey(key string, known []string) error {
 	return fmt.Errorf("unknown key (known keys: %s)", strings.Join(known, ", "))
 }
 
-// suggest returns the candidate closest to word by edit distance (with
+// Suggest returns the candidate closest to word by edit distance (with
 // transpositions, case-insensitive), or "" if none is close enough to be a
-// likely typo: at most a third of the word's length, and at least one edit.
-func suggest(word string, candidates []string) string {
+// likely typo: at most a third of the word's length (but at least one edit,
+// and at most three). Validators use it for enum values and names.
+func Suggest(word string, candidates []string) string {
 	best, bestDist := "", -1
 	w := strings.ToLower(word)
 	for _, c := range candidates {

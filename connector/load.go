@@ -141,7 +141,11 @@ func decodeSink(path string, s *SinkSpec, raw map[string]any, reg *sinks.Registr
 	}
 	d, err := reg.Lookup(s.Type)
 	if err != nil {
-		return &config.Error{Path: path + ".type", Err: fmt.Errorf("unknown sink %s (known: %s)", config.Quote(s.Type), strings.Join(reg.Names(), ", "))}
+		hint := ""
+		if near := config.Suggest(s.Type, reg.Names()); near != "" {
+			hint = "did you mean " + near + "? "
+		}
+		return &config.Error{Path: path + ".type", Err: fmt.Errorf("unknown sink %s (%sknown: %s)", config.Quote(s.Type), hint, strings.Join(reg.Names(), ", "))}
 	}
 	cfg := d.NewConfig()
 	if cfg == nil {

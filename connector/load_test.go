@@ -305,6 +305,11 @@ connectors:
 		}},
 		{"missing variable", strings.Replace(minimal, "table: t", `table: t, dsn: "${NOT_SET}"`, 1),
 			map[string]string{"connectors[0].sink.dsn": "environment variable NOT_SET is not set"}},
+		{"near misses get suggestions", strings.Replace(strings.Replace(minimal, "type: fake", "type: fak", 1), "eventhub: orders", "eventhub: orders, load_balancing: {strategy: ballanced}", 1),
+			map[string]string{
+				"connectors[0].sink.type":                      `unknown sink "fak" (did you mean fake? known: fake, nullsink)`,
+				"connectors[0].source.load_balancing.strategy": "(did you mean balanced?)",
+			}},
 		{"top-level typo", "drain_timeot: 1s\n" + minimal,
 			map[string]string{"drain_timeot": "did you mean drain_timeout?"}},
 		{"sink not a map", strings.Replace(minimal, "sink: {type: fake, table: t}", "sink: fake", 1),

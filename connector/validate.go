@@ -185,9 +185,14 @@ func checkStart(s string) error {
 }
 
 func checkEnum(p *problems, path, v string, allowed ...string) {
-	if !slices.Contains(allowed, v) {
-		p.add(path, "%s: must be one of %s", config.Quote(v), strings.Join(allowed, ", "))
+	if slices.Contains(allowed, v) {
+		return
 	}
+	if s := config.Suggest(v, allowed); s != "" {
+		p.add(path, "%s: must be one of %s (did you mean %s?)", config.Quote(v), strings.Join(allowed, ", "), s)
+		return
+	}
+	p.add(path, "%s: must be one of %s", config.Quote(v), strings.Join(allowed, ", "))
 }
 
 var containerRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
