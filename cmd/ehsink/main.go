@@ -48,10 +48,11 @@ func commands() []command {
 	return []command{
 		{"run", "run the connectors of a connectors.yaml", runRun},
 		{"validate", "check a connectors.yaml and report every problem; --print shows the effective config", runValidate},
-		{"send", "send events (lines or demo orders) to an event hub", runSend},
-		// The emulator (`ehsink emulator`, runEmulator in emulator.go) and
-		// checkpoint inspection (`ehsink checkpoints`, runCheckpoints in
-		// checkpoints.go) join this table once their files exist.
+		// Sending (`ehsink send`, runSend in send.go), the emulator
+		// (`ehsink emulator`, runEmulator in emulator.go) and checkpoint
+		// inspection (`ehsink checkpoints`, runCheckpoints in checkpoints.go)
+		// join this table once their files are committed: a table entry
+		// without its file breaks the build of a clean clone.
 		{"version", "print the version, commit and Go version", runVersion},
 	}
 }
