@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/secret"
@@ -85,6 +86,9 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 				if err := pw.convert(&events[i], prepared[i]); err != nil {
 					b.Fatal(err)
 				}
+				// What a pgx user would hand CopyFrom for a numeric.
+				d := prepared[i][2].(mapping.Decimal)
+				prepared[i][2] = pgtype.Numeric{Int: d.BigInt(), Exp: -d.Scale, Valid: true}
 			}
 			ctx := context.Background()
 			raw, err := pgx.Connect(ctx, dsn)

@@ -15,7 +15,6 @@ import (
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/secret"
 	"github.com/ehsink/ehsink/sinks"
-	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
 var testInfo = sinks.Info{Connector: "orders", Namespace: "ns.example", EventHub: "orders", ConsumerGroup: "$Default"}
@@ -225,6 +224,5 @@ func head(s []int64) string {
 	return fmt.Sprint(s)
 }
 
-var _ = sinktest.Event
 
 func newConn(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }

@@ -56,7 +56,6 @@ type Sink struct {
 	keyIdx    []int    // positions of the key columns in a row
 	nulCheck  []int    // string columns: PostgreSQL text cannot hold NUL
 	jsonCheck []int    // json columns: jsonb cannot hold \u0000
-	decimals  []int    // decimal columns, converted to pgtype.Numeric
 
 	watermarks, deadLetters pgx.Identifier
 	sqlReadWM, sqlInsertWM  string
@@ -106,8 +105,6 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 			s.nulCheck = append(s.nulCheck, i)
 		case mapping.KindJSON:
 			s.jsonCheck = append(s.jsonCheck, i)
-		case mapping.KindDecimal:
-			s.decimals = append(s.decimals, i)
 		}
 	}
 	if s.upsert {
@@ -127,13 +124,14 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connector %q: dsn: not a valid connection string", info.Connector)
 	}
-	var setup func(context.Context, *pgx.Conn) error
-	if s.upsert {
-		stage := createStageSQL(s.target, s.copyCols)
-		setup = func(ctx context.Context, conn *pgx.Conn) error {
-			_, err := conn.Exec(ctx, stage)
-			return err
+	stage := createStageSQL(s.target, s.copyCols)
+	setup := func(ctx context.Context, conn *pgx.Conn) error {
+		registerTypes(conn)
+		if !s.upsert {
+			return nil
 		}
+		_, err := conn.Exec(ctx, stage)
+		return err
 	}
 	// The schema is prepared on a connection of its own first: the pool's
 	// setup hook needs the target table to exist.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/mapping"
@@ -106,8 +105,8 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 }
 
 // convert maps ev into vals and applies what PostgreSQL adds to the
-// mapping's rules: no NUL in text, no \u0000 in jsonb, numerics as
-// pgtype.Numeric.
+// mapping's rules: no NUL in text, no \u0000 in jsonb. (Decimals stay
+// mapping.Decimal: the connections encode them with numericCodec.)
 func (w *writer) convert(ev *sinks.Event, vals []any) error {
 	if err := w.s.mapper.Map(ev, vals); err != nil {
 		return err
@@ -121,11 +120,6 @@ func (w *writer) convert(ev *sinks.Event, vals []any) error {
 	for _, i := range w.s.jsonCheck {
 		if j, ok := vals[i].(json.RawMessage); ok && bytes.Contains(j, []byte(`\u0000`)) {
 			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New(`JSON contains \u0000, which jsonb cannot store`)}
-		}
-	}
-	for _, i := range w.s.decimals {
-		if d, ok := vals[i].(mapping.Decimal); ok {
-			vals[i] = pgtype.Numeric{Int: d.BigInt(), Exp: -d.Scale, Valid: true}
 		}
 	}
 	return nil
