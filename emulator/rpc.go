@@ -82,7 +82,7 @@ func (c *conn) sendToReplyTo(replyTo string, msg []byte) {
 				continue
 			}
 			if l.credit == 0 {
-				c.log.Warn("rpc reply link has no credit; sending anyway", "reply_to", replyTo)
+				c.log.Debug("rpc reply link has no credit yet; sending anyway", "reply_to", replyTo)
 				l.credit = 1
 			}
 			l.sendMessageLocked(msg, uint64(l.deliveryCount))
