@@ -205,15 +205,19 @@ func decodeColumn(path, name string, raw any, named bool) (Column, error) {
 	default:
 		return Column{}, fe("", fmt.Errorf("want a source string or {from, type, nullable}, not %s", describe(raw)))
 	}
-	src, err := ParseSource(from)
-	if err != nil {
-		return Column{}, fe("from", err)
+	src, srcErr := ParseSource(from)
+	if srcErr != nil {
+		srcErr = fe("from", srcErr)
 	}
 	c := Column{Name: name, From: src, Type: src.DefaultType(), Nullable: src.DefaultNullable()}
 	if typ != "" {
+		var err error
 		if c.Type, err = ParseType(typ); err != nil {
-			return Column{}, fe("type", err)
+			return Column{}, errors.Join(srcErr, fe("type", err))
 		}
+	}
+	if srcErr != nil {
+		return Column{}, srcErr
 	}
 	if nullable != nil {
 		c.Nullable = *nullable
