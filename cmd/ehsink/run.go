@@ -20,7 +20,12 @@ finishes the batches in flight, flushes and checkpoints them within the
 file's drain_timeout, and exits 0; a second signal exits at once with 1.
 
 The config is checked first, as 'ehsink validate' does: every problem is
-reported with its path, and the exit status is 2. Logs go to stderr.
+reported with its path, and the exit status is 2. ${VAR} references in the
+file are expanded, and EHSINK_ variables override single values, e.g.
+EHSINK_CONNECTORS__ORDERS__SINK__TABLE=orders_v2 (a double underscore
+separates keys; a connector is named by its name or index). Logs go to
+stderr, never stdout (which the stdout sink may use). --log-level debug also
+logs the Azure SDK, with keys and signatures redacted.
 
 Exit status: 0 stopped cleanly, 1 a connector failed, 2 bad usage or config.
 `
