@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+)
+
+// sdkRequest sends one request through an Azure SDK pipeline, which logs it
+// through the SDK's listener.
+func sdkRequest(t *testing.T, url string) {
+	t.Helper()
+	pl := azruntime.NewPipeline("ehsinktest", "v0.0.0", azruntime.PipelineOptions{}, &policy.ClientOptions{
+		Retry: policy.RetryOptions{MaxRetries: -1},
+	})
+	req, err := azruntime.NewRequest(t.Context(), http.MethodGet, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := pl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func TestAzureLogBridge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/c;SharedAccessKey=TOPSECRET/blob"
+
+	var debugOut bytes.Buffer
+	logger, err := newLogger(&debugOut, "debug", "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := bridgeAzureLogs(logger)
+	sdkRequest(t, url)
+	restore()
+	out := debugOut.String()
+	if !strings.Contains(out, "component=azure-sdk") || !strings.Contains(out, "level=DEBUG") {
+		t.Errorf("no SDK debug log:\n%s", out)
+	}
+	if strings.Contains(out, "TOPSECRET") || !strings.Contains(out, "SharedAccessKey=***") {
+		t.Errorf("SDK log not redacted:\n%s", out)
+	}
+
+	// After restore, and with debug off, nothing is bridged.
+	var infoOut bytes.Buffer
+	logger, _ = newLogger(&infoOut, "info", "text")
+	restore = bridgeAzureLogs(logger)
+	sdkRequest(t, url)
+	restore()
+	if infoOut.Len() != 0 || debugOut.String() != out {
+		t.Errorf("logs after restore / at info level:\n%s\n%s", infoOut.String(), debugOut.String()[len(out):])
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := newLogger(&buf, "warn", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("hidden")
+	l.Warn("shown", "k", 1)
+	if got := buf.String(); strings.Contains(got, "hidden") || !strings.Contains(got, `"msg":"shown"`) {
+		t.Errorf("output %q", got)
+	}
+	if _, err := newLogger(&buf, "info", "xml"); err == nil {
+		t.Error("--log-format xml: no error")
+	}
+}
