@@ -20,8 +20,31 @@ const maxDepth = 512
 // skipped (but still validated).
 type node struct {
 	keys    map[string]*node
+	small   []keyChild // the keys as a list, used instead of the map when short
 	indexes []indexChild
 	cols    []int // columns whose value is the value at this node
+}
+
+type keyChild struct {
+	key   string
+	child *node
+}
+
+// smallKeys is the most keys looked up by a linear scan: comparing a few
+// short strings beats hashing the key.
+const smallKeys = 8
+
+// child returns the child for an object key, or nil.
+func (n *node) child(key []byte) *node {
+	if n.small != nil {
+		for i := range n.small {
+			if n.small[i].key == string(key) {
+				return n.small[i].child
+			}
+		}
+		return nil
+	}
+	return n.keys[string(key)]
 }
 
 type indexChild struct {
@@ -50,6 +73,12 @@ func (n *node) add(path []Step, col int) {
 				}
 				next = &node{}
 				n.keys[st.Key] = next
+				n.small = nil
+				if len(n.keys) <= smallKeys {
+					for k, c := range n.keys {
+						n.small = append(n.small, keyChild{k, c})
+					}
+				}
 			}
 		}
 		n = next
@@ -191,7 +220,7 @@ func (s *scanner) object(n *node) error {
 				s.buf = unescape(s.buf[:0], key)
 				key = s.buf
 			}
-			child = n.keys[string(key)]
+			child = n.child(key)
 		}
 		s.ws()
 		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
@@ -268,6 +297,12 @@ func (s *scanner) str() (escaped bool, err error) {
 	s.pos++
 	ascii := true
 	for s.pos < len(s.data) {
+		for s.pos < len(s.data) && plainByte[s.data[s.pos]] {
+			s.pos++ // the common case: one table lookup per byte
+		}
+		if s.pos >= len(s.data) {
+			break
+		}
 		c := s.data[s.pos]
 		switch {
 		case c == '"':
@@ -308,6 +343,15 @@ func (s *scanner) str() (escaped bool, err error) {
 	}
 	return false, s.fail("unterminated string")
 }
+
+// plainByte marks the bytes a string scan can pass without a second look:
+// printable ASCII other than the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (s *scanner) literal(lit string) error {
 	if len(s.data)-s.pos < len(lit) || string(s.data[s.pos:s.pos+len(lit)]) != lit {
