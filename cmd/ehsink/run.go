@@ -55,8 +55,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ehsink run: %v\n", err)
 		return exitUsage
 	}
-	restore := bridgeAzureLogs(logger)
-	defer restore()
+	// Set once, before any SDK client exists, and never reset: SDK
+	// goroutines may still log while the process exits.
+	bridgeAzureLogs(logger)
 
 	logger.Info("starting", "config", *path, "connectors", len(cfg.Connectors), "selected", []string(names))
 	err = connector.Run(ctx, cfg, connector.RunOptions{Connectors: names, Logger: logger})
