@@ -48,8 +48,8 @@ func commands() []command {
 	return []command{
 		{"run", "run the connectors of a connectors.yaml", runRun},
 		{"validate", "check a connectors.yaml and report every problem; --print shows the effective config", runValidate},
-		// Sending (`ehsink send`, runSend in send.go), the emulator
-		// (`ehsink emulator`, runEmulator in emulator.go) and checkpoint
+		{"emulator", "run the built-in Event Hubs emulator (AMQP 1.0) for local development", runEmulator},
+		// Sending (`ehsink send`, runSend in send.go) and checkpoint
 		// inspection (`ehsink checkpoints`, runCheckpoints in checkpoints.go)
 		// join this table once their files are committed: a table entry
 		// without its file breaks the build of a clean clone.

@@ -201,6 +201,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"help", "run"}, exitOK, "-log-format", ""},
 		{[]string{"validate", "-h"}, exitOK, "-print", ""},
 		{[]string{"version", "--help"}, exitOK, "Usage: ehsink version", ""},
+		{[]string{"--help"}, exitOK, "  emulator ", ""},
 		{[]string{"run", "--bogus"}, exitUsage, "", "flag provided but not defined: -bogus"},
 		{[]string{"validate", "extra"}, exitUsage, "", `unexpected argument "extra"`},
 		{[]string{"run", "--log-level", "loud", "-c", "x.yaml"}, exitUsage, "", `--log-level "loud"`},
