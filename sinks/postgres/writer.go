@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 
@@ -264,6 +265,7 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 		// Only the newest event of a key matters, and ON CONFLICT may not
 		// touch a row twice. Collapsing is idempotent, so a retried flush
 		// may collapse again.
+		w.keyBuf = w.keyBuf[:0]
 		w.n = len(dedupe.Collapse(w.rows[:w.n], w.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber }))
 	}
 	conn, err := s.pool.acquire(ctx)
@@ -336,9 +338,14 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 
 // rowKey encodes the key columns of a row as a map key. Values of one
 // column share a Go type, so the encoding only has to be unambiguous
-// across columns: each part is length-prefixed.
+// across columns: each part is length-prefixed. The keys of one collapse
+// are appended to one buffer and viewed as strings without copying: bytes
+// once written are never changed while the collapse runs (growing the
+// buffer leaves earlier keys in the old array), and the next collapse
+// starts over only after the map of this one is gone.
 func (w *writer) rowKey(r *bufRow) string {
-	b := w.keyBuf[:0]
+	b := w.keyBuf
+	first := len(b)
 	for _, i := range w.s.keyIdx {
 		start := len(b)
 		b = append(b, 0, 0, 0, 0)
@@ -362,7 +369,7 @@ func (w *writer) rowKey(r *bufRow) string {
 		b[start], b[start+1], b[start+2], b[start+3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 	}
 	w.keyBuf = b
-	return string(b)
+	return unsafe.String(&b[first], len(b)-first)
 }
 
 // Close abandons whatever was not flushed.
