@@ -3,6 +3,7 @@ package connector
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"strings"
@@ -39,7 +40,11 @@ type LoadOptions struct {
 func Load(path string, opts LoadOptions) (*Config, error) {
 	k := koanf.New(".")
 	if err := k.Load(file.Provider(path), varSafeYAML{}); err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, err // "open connectors.yaml: no such file or directory"
+		}
+		return nil, fmt.Errorf("%s: %w", path, err) // "connectors.yaml: yaml: line 3: ..."
 	}
 	return load(k.Raw(), opts)
 }

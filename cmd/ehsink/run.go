@@ -99,7 +99,8 @@ func checkNames(cfg *connector.Config, names []string) error {
 func printProblems(w io.Writer, path string, err error) {
 	problems := config.Errors(err)
 	if len(problems) == 1 && problems[0].Path == "" {
-		fmt.Fprintf(w, "%s: %s\n", path, redact(problems[0].Err.Error()))
+		// The file could not be read or parsed; the error names it.
+		fmt.Fprintf(w, "ehsink: %s\n", redact(problems[0].Err.Error()))
 		return
 	}
 	noun := "problems"
