@@ -297,7 +297,7 @@ func (s *scanner) str() (escaped bool, err error) {
 	s.pos++
 	ascii := true
 	for s.pos < len(s.data) {
-		for s.pos < len(s.data) && plainByte[s.data[s.pos]] {
+		for s.pos < len(s.data) && plainByte(s.data[s.pos]) {
 			s.pos++ // the common case: one table lookup per byte
 		}
 		if s.pos >= len(s.data) {
@@ -344,14 +344,9 @@ func (s *scanner) str() (escaped bool, err error) {
 	return false, s.fail("unterminated string")
 }
 
-// plainByte marks the bytes a string scan can pass without a second look:
-// printable ASCII other than the quote and the backslash.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
+// plainByte reports whether a string scan can pass c without a second
+// look: printable ASCII other than the quote and the backslash.
+func plainByte(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
 
 func (s *scanner) literal(lit string) error {
 	if len(s.data)-s.pos < len(lit) || string(s.data[s.pos:s.pos+len(lit)]) != lit {

@@ -23,14 +23,26 @@ const (
 	SourceBody                      // @body, the whole body
 )
 
-var metaSources = map[string]SourceKind{
-	"@partition":       SourcePartition,
-	"@sequence_number": SourceSequenceNumber,
-	"@offset":          SourceOffset,
-	"@enqueued_time":   SourceEnqueuedTime,
-	"@partition_key":   SourcePartitionKey,
-	"@content_type":    SourceContentType,
-	"@body":            SourceBody,
+// metaSource returns the metadata source named name (@properties.NAME is
+// parsed apart).
+func metaSource(name string) (SourceKind, bool) {
+	switch name {
+	case "@partition":
+		return SourcePartition, true
+	case "@sequence_number":
+		return SourceSequenceNumber, true
+	case "@offset":
+		return SourceOffset, true
+	case "@enqueued_time":
+		return SourceEnqueuedTime, true
+	case "@partition_key":
+		return SourcePartitionKey, true
+	case "@content_type":
+		return SourceContentType, true
+	case "@body":
+		return SourceBody, true
+	}
+	return SourceInvalid, false
 }
 
 // Step is one step of a JSON path: an object key or an array index.
@@ -70,7 +82,7 @@ func ParseSource(s string) (Source, error) {
 		}
 		return Source{Kind: SourceProperty, Property: name}, nil
 	case strings.HasPrefix(s, "@"):
-		if k, ok := metaSources[s]; ok {
+		if k, ok := metaSource(s); ok {
 			return Source{Kind: k}, nil
 		}
 		return Source{}, fmt.Errorf("unknown metadata source %q (want @partition, @sequence_number, @offset, @enqueued_time, @partition_key, @content_type, @properties.NAME or @body)", s)
@@ -145,8 +157,8 @@ func (s Source) String() string {
 	case SourceProperty:
 		return "@properties." + s.Property
 	}
-	for name, k := range metaSources {
-		if k == s.Kind {
+	for _, name := range []string{"@partition", "@sequence_number", "@offset", "@enqueued_time", "@partition_key", "@content_type", "@body"} {
+		if k, _ := metaSource(name); k == s.Kind {
 			return name
 		}
 	}
@@ -157,17 +169,17 @@ func (s Source) String() string {
 func (s Source) DefaultType() Type {
 	switch s.Kind {
 	case SourceSequenceNumber:
-		return Int64
+		return Type{Kind: KindInt64}
 	case SourceEnqueuedTime:
-		return Timestamp
+		return Type{Kind: KindTimestamp}
 	case SourceBody:
-		return JSON
+		return Type{Kind: KindJSON}
 	case SourceJSON:
 		if len(s.Path) == 0 {
-			return JSON
+			return Type{Kind: KindJSON}
 		}
 	}
-	return String
+	return Type{Kind: KindString}
 }
 
 // DefaultNullable reports whether a column from s is nullable when the

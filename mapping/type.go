@@ -25,24 +25,31 @@ const (
 	KindBytes          // raw bytes
 )
 
-var kindNames = [...]string{
-	KindInvalid:   "invalid",
-	KindString:    "string",
-	KindInt32:     "int32",
-	KindInt64:     "int64",
-	KindDouble:    "double",
-	KindDecimal:   "decimal",
-	KindBoolean:   "boolean",
-	KindTimestamp: "timestamp",
-	KindJSON:      "json",
-	KindUUID:      "uuid",
-	KindBytes:     "bytes",
-}
-
 // String returns the canonical name of k.
 func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
+	switch k {
+	case KindInvalid:
+		return "invalid"
+	case KindString:
+		return "string"
+	case KindInt32:
+		return "int32"
+	case KindInt64:
+		return "int64"
+	case KindDouble:
+		return "double"
+	case KindDecimal:
+		return "decimal"
+	case KindBoolean:
+		return "boolean"
+	case KindTimestamp:
+		return "timestamp"
+	case KindJSON:
+		return "json"
+	case KindUUID:
+		return "uuid"
+	case KindBytes:
+		return "bytes"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -87,19 +94,6 @@ type Type struct {
 	Unit TimeUnit
 }
 
-// Common types, for convenience.
-var (
-	String    = Type{Kind: KindString}
-	Int32     = Type{Kind: KindInt32}
-	Int64     = Type{Kind: KindInt64}
-	Double    = Type{Kind: KindDouble}
-	Boolean   = Type{Kind: KindBoolean}
-	Timestamp = Type{Kind: KindTimestamp}
-	JSON      = Type{Kind: KindJSON}
-	UUID      = Type{Kind: KindUUID}
-	Bytes     = Type{Kind: KindBytes}
-)
-
 // DecimalType returns decimal(precision, scale).
 func DecimalType(precision, scale int) Type {
 	return Type{Kind: KindDecimal, Precision: precision, Scale: scale}
@@ -134,23 +128,36 @@ func (t Type) Valid() bool {
 		}
 		return t.Precision > 0 && t.Precision <= MaxDecimalPrecision && t.Scale >= 0 && t.Scale <= t.Precision
 	default:
-		return int(t.Kind) < len(kindNames)
+		return t.Kind <= KindBytes
 	}
 }
 
-// typeAliases maps every accepted spelling (lower case, single spaces) to
+// kindByName maps every accepted spelling (lower case, single spaces) to
 // its kind: the canonical names, the PostgreSQL names and common aliases.
-var typeAliases = map[string]Kind{
-	"string": KindString, "text": KindString, "varchar": KindString, "character varying": KindString,
-	"int32": KindInt32, "int": KindInt32, "integer": KindInt32, "int4": KindInt32,
-	"int64": KindInt64, "bigint": KindInt64, "int8": KindInt64, "long": KindInt64,
-	"double": KindDouble, "double precision": KindDouble, "float8": KindDouble, "float64": KindDouble, "float": KindDouble,
-	"decimal": KindDecimal, "numeric": KindDecimal,
-	"boolean": KindBoolean, "bool": KindBoolean,
-	"timestamp": KindTimestamp, "timestamptz": KindTimestamp, "timestamp with time zone": KindTimestamp,
-	"json": KindJSON, "jsonb": KindJSON,
-	"uuid":  KindUUID,
-	"bytes": KindBytes, "bytea": KindBytes, "binary": KindBytes,
+func kindByName(name string) (Kind, bool) {
+	switch name {
+	case "string", "text", "varchar", "character varying":
+		return KindString, true
+	case "int32", "int", "integer", "int4":
+		return KindInt32, true
+	case "int64", "bigint", "int8", "long":
+		return KindInt64, true
+	case "double", "double precision", "float8", "float64", "float":
+		return KindDouble, true
+	case "decimal", "numeric":
+		return KindDecimal, true
+	case "boolean", "bool":
+		return KindBoolean, true
+	case "timestamp", "timestamptz", "timestamp with time zone":
+		return KindTimestamp, true
+	case "json", "jsonb":
+		return KindJSON, true
+	case "uuid":
+		return KindUUID, true
+	case "bytes", "bytea", "binary":
+		return KindBytes, true
+	}
+	return KindInvalid, false
 }
 
 // ParseType parses a type name: a canonical name (string, int32, int64,
@@ -169,7 +176,7 @@ func ParseType(s string) (Type, error) {
 		args = strings.TrimSpace(name[i+1 : len(name)-1])
 		name = strings.TrimSpace(name[:i])
 	}
-	kind, ok := typeAliases[name]
+	kind, ok := kindByName(name)
 	if !ok {
 		return Type{}, fmt.Errorf("unknown type %q (want one of string, int32, int64, double, decimal(p,s), boolean, timestamp, json, uuid, bytes, or a PostgreSQL name such as text, bigint, numeric(12,2), timestamptz, jsonb)", s)
 	}

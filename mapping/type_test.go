@@ -2,6 +2,19 @@ package mapping
 
 import "testing"
 
+// Shorthands for the tests.
+var (
+	String    = Type{Kind: KindString}
+	Int32     = Type{Kind: KindInt32}
+	Int64     = Type{Kind: KindInt64}
+	Double    = Type{Kind: KindDouble}
+	Boolean   = Type{Kind: KindBoolean}
+	Timestamp = Type{Kind: KindTimestamp}
+	JSON      = Type{Kind: KindJSON}
+	UUID      = Type{Kind: KindUUID}
+	Bytes     = Type{Kind: KindBytes}
+)
+
 func TestParseType(t *testing.T) {
 	tests := []struct {
 		in   string

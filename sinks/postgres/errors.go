@@ -17,18 +17,22 @@ import (
 // of the partition committed since it was read.
 var errFenceLost = errors.New("watermark moved by another writer")
 
-// transientCodes are SQLSTATEs worth retrying as they are: the server is
-// going away or starting, or the transaction lost a race.
-var transientCodes = map[string]bool{
-	"40001": true, // serialization_failure
-	"40P01": true, // deadlock_detected
-	"55P03": true, // lock_not_available
-	"57P01": true, // admin_shutdown
-	"57P02": true, // crash_shutdown
-	"57P03": true, // cannot_connect_now
-	"57014": true, // query_canceled (statement_timeout, pg_cancel_backend)
-	"53300": true, // too_many_connections
-	"53400": true, // configuration_limit_exceeded
+// transientCode reports whether a SQLSTATE is worth retrying as it is: the
+// server is going away or starting, or the transaction lost a race.
+func transientCode(code string) bool {
+	switch code {
+	case "40001", // serialization_failure
+		"40P01", // deadlock_detected
+		"55P03", // lock_not_available
+		"57P01", // admin_shutdown
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now
+		"57014", // query_canceled (statement_timeout, pg_cancel_backend)
+		"53300", // too_many_connections
+		"53400": // configuration_limit_exceeded
+		return true
+	}
+	return strings.HasPrefix(code, "08") // connection_exception class
 }
 
 // isTransient reports whether err is worth retrying: connection failures,
@@ -39,7 +43,7 @@ func isTransient(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return transientCodes[pgErr.Code] || strings.HasPrefix(pgErr.Code, "08") // connection_exception class
+		return transientCode(pgErr.Code)
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error

@@ -224,5 +224,4 @@ func head(s []int64) string {
 	return fmt.Sprint(s)
 }
 
-
 func newConn(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }

@@ -224,8 +224,8 @@ func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx) error {
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("column %q: not in the table", col.Name))
-		case !slices.Contains(compatible[col.Type.Kind], typ):
-			errs = append(errs, fmt.Errorf("column %q: the table has %s, the mapping says %s (want one of %s)", col.Name, typ, col.Type, strings.Join(compatible[col.Type.Kind], ", ")))
+		case !slices.Contains(compatible(col.Type.Kind), typ):
+			errs = append(errs, fmt.Errorf("column %q: the table has %s, the mapping says %s (want one of %s)", col.Name, typ, col.Type, strings.Join(compatible(col.Type.Kind), ", ")))
 		}
 	}
 	if s.upsert {

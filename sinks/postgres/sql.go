@@ -74,17 +74,30 @@ func itoa(n int) string {
 // compatible lists, per mapping kind, the column types (as format_type
 // prints them, without modifiers) that the sink's Go values encode into
 // without loss.
-var compatible = map[mapping.Kind][]string{
-	mapping.KindString:    {"text", "character varying", "character", "citext", "name"},
-	mapping.KindInt32:     {"integer", "bigint", "numeric"},
-	mapping.KindInt64:     {"bigint", "numeric"},
-	mapping.KindDouble:    {"double precision"},
-	mapping.KindDecimal:   {"numeric"},
-	mapping.KindBoolean:   {"boolean"},
-	mapping.KindTimestamp: {"timestamp with time zone", "timestamp without time zone"},
-	mapping.KindJSON:      {"jsonb", "json"},
-	mapping.KindUUID:      {"uuid"},
-	mapping.KindBytes:     {"bytea"},
+func compatible(k mapping.Kind) []string {
+	switch k {
+	case mapping.KindString:
+		return []string{"text", "character varying", "character", "citext", "name"}
+	case mapping.KindInt32:
+		return []string{"integer", "bigint", "numeric"}
+	case mapping.KindInt64:
+		return []string{"bigint", "numeric"}
+	case mapping.KindDouble:
+		return []string{"double precision"}
+	case mapping.KindDecimal:
+		return []string{"numeric"}
+	case mapping.KindBoolean:
+		return []string{"boolean"}
+	case mapping.KindTimestamp:
+		return []string{"timestamp with time zone", "timestamp without time zone"}
+	case mapping.KindJSON:
+		return []string{"jsonb", "json"}
+	case mapping.KindUUID:
+		return []string{"uuid"}
+	case mapping.KindBytes:
+		return []string{"bytea"}
+	}
+	return nil
 }
 
 // createTableSQL derives the target table from the mapping.
@@ -150,8 +163,10 @@ func deadLetterDDL(t pgx.Identifier) string {
 }
 
 // deadLetterColumns are the columns the sink copies into ehsink_dead_letters.
-var deadLetterColumns = []string{"connector", "namespace", "eventhub", "consumer_group", "table_name", "partition_id",
-	"sequence_number", "offset", "enqueued_time", "partition_key", "properties", "body", "reason", "failed_at"}
+func deadLetterColumns() []string {
+	return []string{"connector", "namespace", "eventhub", "consumer_group", "table_name", "partition_id",
+		"sequence_number", "offset", "enqueued_time", "partition_key", "properties", "body", "reason", "failed_at"}
+}
 
 // watermarkWhere is the key of a watermark row: $1..$6.
 const watermarkWhere = `connector = $1 AND namespace = $2 AND eventhub = $3 AND consumer_group = $4 AND table_name = $5 AND partition_id = $6`

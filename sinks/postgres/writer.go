@@ -322,7 +322,7 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 		}
 	}
 	if len(w.dead) > 0 {
-		if _, err := tx.CopyFrom(ctx, s.deadLetters, deadLetterColumns, &deadSource{w: w, i: -1}); err != nil {
+		if _, err := tx.CopyFrom(ctx, s.deadLetters, deadLetterColumns(), &deadSource{w: w, i: -1}); err != nil {
 			return to, fmt.Errorf("dead letters: %w", err)
 		}
 	}
