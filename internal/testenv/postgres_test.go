@@ -2,7 +2,6 @@ package testenv_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -53,15 +52,5 @@ func TestPostgresStopStart(t *testing.T) {
 	var v int
 	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 1 {
 		t.Fatalf("after restart: %d, %v", v, err)
-	}
-}
-
-func TestExternalPostgresIsNotStopped(t *testing.T) {
-	t.Setenv(testenv.PostgresDSNEnv, "postgres://nobody@127.0.0.1:1/x")
-	// Only meaningful before the shared instance exists in this binary;
-	// this package's other tests use private instances.
-	pg := testenv.Postgres(t)
-	if err := pg.Stop(); !errors.Is(err, testenv.ErrExternalPostgres) {
-		t.Fatalf("Stop of an external server = %v, want ErrExternalPostgres", err)
 	}
 }
