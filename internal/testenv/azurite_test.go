@@ -20,6 +20,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testenv.StopSharedAzurite()
+	testenv.StopSharedPostgres()
 	if code == 0 {
 		// Stop must leave none of the harness's goroutines behind; idle
 		// keep-alive connections belong to the blob client's transport.
