@@ -106,11 +106,13 @@ func StopSharedPostgres() {
 	}
 }
 
-// Main runs the tests of a package that uses Postgres and stops the shared
-// server afterwards: func TestMain(m *testing.M) { testenv.Main(m) }.
+// Main runs the tests of a package and stops the shared services they
+// started (PostgreSQL, Azurite) afterwards:
+// func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
 	StopSharedPostgres()
+	StopSharedAzurite()
 	os.Exit(code)
 }
 
