@@ -141,7 +141,11 @@ func (c *conn) serve() {
 	}
 	c.nc.Close()
 	c.wg.Wait()
-	c.log.Debug("connection closed", "reason", c.closedReason())
+	reason := c.closedReason()
+	if reason == closeIOError || reason == closeIdle {
+		c.srv.dropped.Add(1)
+	}
+	c.log.Debug("connection closed", "reason", reason)
 }
 
 func closeReasonOf(err error) closeReason {

@@ -28,7 +28,9 @@ type Server struct {
 	admin   *http.Server
 	adminLn net.Listener
 
-	latency atomic.Int64 // nanoseconds added before each send and RPC
+	latency  atomic.Int64 // nanoseconds added before each send and RPC
+	dropped  atomic.Int64 // connections closed for I/O errors or idleness (for tests and logs)
+	accepted atomic.Int64 // connections accepted since Start
 
 	mu     sync.Mutex // guards conns, closed
 	conns  map[*conn]struct{}
@@ -115,6 +117,7 @@ func (s *Server) acceptLoop() {
 			}
 			return
 		}
+		s.accepted.Add(1)
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.closed {
@@ -207,6 +210,13 @@ func (s *Server) DropConnections() int {
 	}
 	return len(conns)
 }
+
+// connsAccepted returns how many connections were accepted since Start.
+func (s *Server) connsAccepted() int64 { return s.accepted.Load() }
+
+// connDrops returns how many connections ended on I/O errors or idleness
+// (not on client close, protocol error, shutdown or DropConnections).
+func (s *Server) connDrops() int64 { return s.dropped.Load() }
 
 // delay waits for the injected latency or until ctx ends.
 func (s *Server) delay(ctx context.Context) {
