@@ -14,7 +14,7 @@ import (
 // not an assertion about speed.
 const testTimeout = 60 * time.Second
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("EMULATOR_TEST_LOG") == "" {
 		return nil
 	}
@@ -23,7 +23,7 @@ func testLogger(t *testing.T) *slog.Logger {
 
 // startEmulator starts an in-process emulator with one hub "orders" of 4
 // partitions unless cfg says otherwise, and shuts it down at cleanup.
-func startEmulator(t *testing.T, cfg Config) *Server {
+func startEmulator(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Hubs == nil {
 		cfg.Hubs = []HubConfig{{Name: "orders", Partitions: 4, ConsumerGroups: []string{"cg1"}}}
