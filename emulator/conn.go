@@ -131,6 +131,12 @@ func (c *conn) serve() {
 		err = c.readLoop(buf)
 		var pe *protoError
 		switch {
+		case errors.Is(err, errClientClosed):
+			// Answer the client's close (part 2.4.3) before tearing down.
+			c.mu.Lock()
+			c.writeFrameLocked(0, &amqp.Close{})
+			c.mu.Unlock()
+			c.teardown(closeClient, nil)
 		case errors.As(err, &pe):
 			c.log.Info("closing connection on protocol error", "err", err)
 			c.teardown(closeProtocolError, pe.err)

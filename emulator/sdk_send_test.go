@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -204,4 +205,40 @@ func TestSDKServerBusy(t *testing.T) {
 	}
 	srv.ServerBusy(0)
 	sendEvents(t, p, nil, "after")
+}
+
+// TestSDKLargeEventsMultiFrame sends events larger than a frame in both
+// directions (the client splits at 64 KiB on send, the server at the
+// client's max-frame-size on receive).
+func TestSDKLargeEventsMultiFrame(t *testing.T) {
+	srv := startEmulator(t, Config{})
+	ctx := testCtx(t)
+	p := newProducer(t, srv, "orders")
+	batch, err := p.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: ptr("2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 300<<10)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	for i := 0; i < 3; i++ {
+		if err := batch.AddEventData(&azeventhubs.EventData{Body: big[:len(big)-i]}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.SendEventDataBatch(ctx, batch, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := newConsumer(t, srv, "orders", "", nil)
+	pc, err := c.NewPartitionClient("2", &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: ptr(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	for i, ev := range receiveN(t, pc, 3) {
+		if !bytes.Equal(ev.Body, big[:len(big)-i]) {
+			t.Fatalf("event %d: %d bytes differ from the %d sent", i, len(ev.Body), len(big)-i)
+		}
+	}
 }

@@ -1,0 +1,69 @@
+package emulator
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+)
+
+func adminPost(t *testing.T, srv *Server, path string) map[string]any {
+	t.Helper()
+	resp, err := http.Post("http://"+srv.AdminAddr()+path, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %d %v", path, resp.StatusCode, out)
+	}
+	return out
+}
+
+// TestAdminServer drives the fault endpoints against a live SDK consumer.
+func TestAdminServer(t *testing.T) {
+	srv := startEmulator(t, Config{AdminAddr: "127.0.0.1:0"})
+	resp, err := http.Get("http://" + srv.AdminAddr() + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health: %d", resp.StatusCode)
+	}
+	ctx := testCtx(t)
+	p := newProducer(t, srv, "orders")
+	sendNumbered(t, p, "0", 0, 2)
+	c := newConsumer(t, srv, "orders", "", nil)
+	pc, err := c.NewPartitionClient("0", &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: ptr(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	receiveN(t, pc, 2)
+	if out := adminPost(t, srv, "/faults/detach?hub=orders&partition=0"); out["detached"] != float64(1) {
+		t.Fatalf("detach: %v", out)
+	}
+	adminPost(t, srv, "/faults/latency?duration=1ms")
+	adminPost(t, srv, "/faults/server-busy?duration=0s")
+	sendNumbered(t, p, "0", 2, 1)
+	if ev := receiveN(t, pc, 1)[0]; ev.SequenceNumber != 2 {
+		t.Fatalf("after the forced detach got seq %d, want 2", ev.SequenceNumber)
+	}
+	if out := adminPost(t, srv, "/faults/drop-connections"); out["dropped"].(float64) < 1 {
+		t.Fatalf("drop-connections: %v", out)
+	}
+	resp, err = http.Post("http://"+srv.AdminAddr()+"/faults/latency?duration=soon", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("bad duration: %d, want 400", resp.StatusCode)
+	}
+}
