@@ -314,3 +314,16 @@ connectors:
 		t.Errorf("no JSON start log on stderr:\n%s", errOut.String())
 	}
 }
+
+// TestShippedConfigValidates guards a done-means of issue 2: the
+// repository's connectors.yaml is valid as shipped.
+func TestShippedConfigValidates(t *testing.T) {
+	path := filepath.Join("..", "..", "connectors.yaml")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the shipped config: %v", err)
+	}
+	code, out, errOut := cli(t, "validate", "-c", path)
+	if code != exitOK || strings.TrimSpace(out) != "ok" {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+}
