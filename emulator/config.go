@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/ehsink/ehsink/emulator/hub"
 )
 
 // Defaults applied to zero fields of Config.
@@ -44,6 +46,9 @@ type Config struct {
 	// Retention drops events older than this. If zero, events are kept
 	// forever (or until RetentionBytes applies).
 	Retention time.Duration
+	// Fsync says when stored events are forced to disk with DataDir. The
+	// zero value, hub.FsyncInterval, syncs every second.
+	Fsync hub.FsyncPolicy
 	// RetentionBytes bounds the stored bytes per partition. If zero,
 	// unlimited.
 	RetentionBytes int64

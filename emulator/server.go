@@ -51,7 +51,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("emulator: config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	hubCfg := hub.Config{DataDir: cfg.DataDir, Retention: cfg.Retention, RetentionBytes: cfg.RetentionBytes, Logger: cfg.Logger}
+	hubCfg := hub.Config{DataDir: cfg.DataDir, Retention: cfg.Retention, RetentionBytes: cfg.RetentionBytes, Fsync: cfg.Fsync, Logger: cfg.Logger}
 	for _, h := range cfg.Hubs {
 		hubCfg.Hubs = append(hubCfg.Hubs, hub.HubConfig{Name: h.Name, Partitions: h.Partitions, ConsumerGroups: h.ConsumerGroups})
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/hub"
 )
 
 // repeated is a flag.Value collecting every occurrence of a flag.
@@ -31,6 +32,7 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.Var(&groups, "consumer-group", "consumer group `name` declared on every hub besides $Default (repeatable)")
 	fs.Var(&keys, "key", "SAS key as `name=key` (repeatable); with keys, CBS tokens are verified and bad ones get 401")
 	dataDir := fs.String("data-dir", "", "keep events in segment files under `dir` so a restart serves them again (default: memory only)")
+	fsync := fs.String("fsync", "interval", "with --data-dir, when to fsync: `policy` interval (every second), always (every send) or never")
 	retention := fs.Duration("retention", 24*time.Hour, "drop events older than this `duration` (0 keeps them forever)")
 	retentionBytes := fs.Int64("retention-bytes", 0, "keep at most this many `bytes` per partition (0 = unlimited)")
 	maxMsg := fs.Int64("max-message-size", emulator.DefaultMaxMessageSize, "largest message (batch) in `bytes` a sender may send")
@@ -64,7 +66,13 @@ Flags:
 	if len(hubs) == 0 {
 		hubs = repeated{"orders=4"}
 	}
+	fsyncPolicy, err := hub.ParseFsyncPolicy(*fsync)
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: --fsync: %v\n", err)
+		return exitUsage
+	}
 	cfg := emulator.Config{
+		Fsync:          fsyncPolicy,
 		Addr:           *listen,
 		DataDir:        *dataDir,
 		Retention:      *retention,

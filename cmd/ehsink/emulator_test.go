@@ -49,7 +49,7 @@ func TestRunEmulatorServesAndStops(t *testing.T) {
 }
 
 func TestRunEmulatorUsage(t *testing.T) {
-	for _, args := range [][]string{{"--hub", "orders"}, {"--hub", "orders=0"}, {"--key", "x"}, {"extra"}, {"--bogus"}} {
+	for _, args := range [][]string{{"--hub", "orders"}, {"--hub", "orders=0"}, {"--key", "x"}, {"extra"}, {"--bogus"}, {"--fsync", "sometimes"}} {
 		var out, errOut bytes.Buffer
 		if c := runEmulator(context.Background(), args, &out, &errOut); c != exitUsage {
 			t.Errorf("runEmulator(%q) = %d, want %d", args, c, exitUsage)
