@@ -85,10 +85,12 @@ type recorder struct {
 	once     sync.Once
 	noCkpt   bool
 	afterAdd func(p *source.Partition, batch []sinks.Event)
+	claimed  chan struct{} // closed at the first claim
+	claim1   sync.Once
 }
 
 func newRecorder(want int) *recorder {
-	return &recorder{byPart: map[string][]sinks.Event{}, lost: map[string]int{}, claims: map[string]int{}, want: want, reached: make(chan struct{})}
+	return &recorder{byPart: map[string][]sinks.Event{}, lost: map[string]int{}, claims: map[string]int{}, want: want, reached: make(chan struct{}), claimed: make(chan struct{})}
 }
 
 func (r *recorder) count() int {
@@ -101,6 +103,7 @@ func (r *recorder) handle(ctx context.Context, p *source.Partition) error {
 	r.mu.Lock()
 	r.claims[p.ID()]++
 	r.mu.Unlock()
+	r.claim1.Do(func() { close(r.claimed) })
 	for {
 		batch, err := p.Receive(ctx)
 		if ctx.Err() != nil {
@@ -148,24 +151,31 @@ func (r *recorder) handle(ctx context.Context, p *source.Partition) error {
 	}
 }
 
-// run starts src.Run in the background; the returned func cancels it and
-// returns Run's error.
-func run(t *testing.T, ctx context.Context, src *source.Source, handle func(context.Context, *source.Partition) error) (stop func() error, done <-chan error) {
+// running is a Run call in the background.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // Run's result, set before done is closed
+}
+
+// stop cancels Run and returns its result.
+func (r *running) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+// run starts src.Run in the background; it is stopped when t ends.
+func run(t *testing.T, ctx context.Context, src *source.Source, handle func(context.Context, *source.Partition) error) *running {
 	t.Helper()
 	rctx, cancel := context.WithCancel(ctx)
-	ch := make(chan error, 1)
-	go func() { ch <- src.Run(rctx, handle) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			err = <-ch
-		})
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop, ch
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = src.Run(rctx, handle)
+	}()
+	t.Cleanup(func() { _ = r.stop() })
+	return r
 }
 
 func newSource(t *testing.T, ctx context.Context, opts source.Options) *source.Source {
@@ -188,12 +198,12 @@ func newSource(t *testing.T, ctx context.Context, opts source.Options) *source.S
 	return src
 }
 
-func waitFor(t *testing.T, ctx context.Context, ch <-chan struct{}, runDone <-chan error, what string, progress func() string) {
+func waitFor(t *testing.T, ctx context.Context, ch <-chan struct{}, r *running, what string, progress func() string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case err := <-runDone:
-		t.Fatalf("Run returned %v while waiting for %s (%s)", err, what, progress())
+	case <-r.done:
+		t.Fatalf("Run returned %v while waiting for %s (%s)", r.err, what, progress())
 	case <-ctx.Done():
 		t.Fatalf("gave up waiting for %s: %s", what, progress())
 	}
@@ -265,9 +275,9 @@ func TestDeliversEveryEventOnceInOrderAndResumes(t *testing.T) {
 
 	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", MaxEvents: 300})
 	rec := newRecorder(total)
-	stop, done := run(t, ctx, src, rec.handle)
-	waitFor(t, ctx, rec.reached, done, "10,000 events", func() string { return fmt.Sprintf("%d received", rec.count()) })
-	if err := stop(); err != nil {
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.reached, r, "10,000 events", func() string { return fmt.Sprintf("%d received", rec.count()) })
+	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if len(rec.byPart) != 4 {
@@ -298,9 +308,9 @@ func TestDeliversEveryEventOnceInOrderAndResumes(t *testing.T) {
 	}
 	src2 := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy"})
 	rec2 := newRecorder(more)
-	stop2, done2 := run(t, ctx, src2, rec2.handle)
-	waitFor(t, ctx, rec2.reached, done2, "the events sent after the restart", func() string { return fmt.Sprintf("%d received", rec2.count()) })
-	if err := stop2(); err != nil {
+	r2 := run(t, ctx, src2, rec2.handle)
+	waitFor(t, ctx, rec2.reached, r2, "the events sent after the restart", func() string { return fmt.Sprintf("%d received", rec2.count()) })
+	if err := r2.stop(); err != nil {
 		t.Fatalf("Run after restart: %v", err)
 	}
 	if got := rec2.count(); got != more {
