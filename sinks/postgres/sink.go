@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -44,7 +45,7 @@ const (
 // Sink writes events into one PostgreSQL table. It is safe for concurrent
 // use; its writers are not (one goroutine per partition).
 type Sink struct {
-	pool   *connPool
+	pool   *pgxpool.Pool
 	cfg    Config
 	info   sinks.Info
 	log    *slog.Logger
@@ -120,10 +121,11 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 	s.sqlInsertWM = insertWatermarkSQL(s.watermarks)
 	s.sqlAdvanceWM = advanceWatermarkSQL(s.watermarks)
 
-	cc, err := pgx.ParseConfig(c.DSN.Reveal())
+	pc, err := pgxpool.ParseConfig(c.DSN.Reveal())
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connector %q: dsn: not a valid connection string", info.Connector)
 	}
+	cc := pc.ConnConfig
 	stage := createStageSQL(s.target, s.copyCols)
 	setup := func(ctx context.Context, conn *pgx.Conn) error {
 		registerTypes(conn)
@@ -138,7 +140,11 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 	if err := s.prepare(ctx, cc.Copy()); err != nil {
 		return nil, err
 	}
-	s.pool = newConnPool(cc, c.PoolSize, setup)
+	pc.MaxConns = int32(c.PoolSize)
+	pc.AfterConnect = setup
+	if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return nil, fmt.Errorf("postgres: connector %q: pool: %w", info.Connector, classify(err))
+	}
 	return s, nil
 }
 
@@ -252,13 +258,8 @@ func (s *Sink) wmKey(partition string) []any {
 }
 
 func (s *Sink) readWatermark(ctx context.Context, partition string) (*sinks.Position, error) {
-	conn, err := s.pool.acquire(ctx)
-	if err != nil {
-		return nil, classify(err)
-	}
 	var p sinks.Position
-	err = conn.QueryRow(ctx, s.sqlReadWM, s.wmKey(partition)...).Scan(&p.SequenceNumber, &p.Offset)
-	s.pool.release(ctx, conn, err != nil && !errors.Is(err, pgx.ErrNoRows))
+	err := s.pool.QueryRow(ctx, s.sqlReadWM, s.wmKey(partition)...).Scan(&p.SequenceNumber, &p.Offset)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -273,7 +274,7 @@ func (s *Sink) readWatermark(ctx context.Context, partition string) (*sinks.Posi
 func (s *Sink) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		if s.pool != nil {
-			s.pool.close(ctx)
+			s.pool.Close()
 		}
 	})
 	return nil

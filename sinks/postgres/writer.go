@@ -268,14 +268,21 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 		w.keyBuf = w.keyBuf[:0]
 		w.n = len(dedupe.Collapse(w.rows[:w.n], w.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber }))
 	}
-	conn, err := s.pool.acquire(ctx)
+	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return to, err
 	}
+	conn := pooled.Conn()
 	// Any failure closes the connection: after a failed COPY or COMMIT its
 	// state is not worth trusting, and a new one is cheap next to a retry.
+	// The pool drops a closed connection on Release.
 	failed := true
-	defer func() { s.pool.release(ctx, conn, failed) }()
+	defer func() {
+		if failed {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+		pooled.Release()
+	}()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return to, err
