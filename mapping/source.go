@@ -193,3 +193,7 @@ func (s Source) DefaultNullable() bool {
 	}
 	return true
 }
+
+// MarshalText writes the source as it is written in a config
+// ($.customer.id, @enqueued_time), so printed configs read back.
+func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
