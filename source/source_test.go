@@ -87,6 +87,9 @@ type recorder struct {
 	afterAdd func(p *source.Partition, batch []sinks.Event)
 	claimed  chan struct{} // closed at the first claim
 	claim1   sync.Once
+	onClaim  func(id string)
+	// afterCommit runs after the batch was checkpointed.
+	afterCommit func(p *source.Partition, batch []sinks.Event)
 }
 
 func newRecorder(want int) *recorder {
@@ -104,6 +107,9 @@ func (r *recorder) handle(ctx context.Context, p *source.Partition) error {
 	r.claims[p.ID()]++
 	r.mu.Unlock()
 	r.claim1.Do(func() { close(r.claimed) })
+	if r.onClaim != nil {
+		r.onClaim(p.ID())
+	}
 	for {
 		batch, err := p.Receive(ctx)
 		if ctx.Err() != nil {
@@ -144,6 +150,9 @@ func (r *recorder) handle(ctx context.Context, p *source.Partition) error {
 				}
 				return err
 			}
+		}
+		if r.afterCommit != nil {
+			r.afterCommit(p, batch)
 		}
 		if r.want > 0 && n >= r.want {
 			r.once.Do(func() { close(r.reached) })
