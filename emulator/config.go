@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/emulator/hub"
+	"github.com/ehsink/ehsink/secret"
 )
 
 // Defaults applied to zero fields of Config.
@@ -59,7 +60,7 @@ type Config struct {
 	// Keys maps SAS key names to keys. If empty, every CBS token and SASL
 	// PLAIN login is accepted. Otherwise put-token verifies the token's
 	// signature and expiry and answers 401 when they do not check out.
-	Keys map[string]string
+	Keys map[string]secret.String
 	// AdminAddr, if set, starts the admin HTTP server (fault injection and
 	// /health) on this address; use a loopback address. If empty, none.
 	AdminAddr string

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/secret"
 )
 
 // TestSDKRestartWithDataDir: a second emulator on the same data dir serves
@@ -59,7 +61,7 @@ func TestSDKRestartWithDataDir(t *testing.T) {
 // TestSDKKeys: with Config.Keys the emulator verifies CBS tokens; a wrong
 // key is unauthorized (fatal for the SDK), the right one works.
 func TestSDKKeys(t *testing.T) {
-	srv := startEmulator(t, Config{Keys: map[string]string{"send": "c2VjcmV0"}})
+	srv := startEmulator(t, Config{Keys: map[string]secret.String{"send": "c2VjcmV0"}})
 	ctx := testCtx(t)
 	good := newProducer(t, srv, "orders")
 	sendEvents(t, good, nil, "ok")

@@ -101,7 +101,7 @@ func (s *Server) ConnectionString(hubName string) string {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		name, key = names[0], s.cfg.Keys[names[0]]
+		name, key = names[0], s.cfg.Keys[names[0]].Reveal()
 	}
 	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;EntityPath=%s;UseDevelopmentEmulator=true",
 		s.Addr(), name, key, hubName)
@@ -243,7 +243,7 @@ func (s *Server) checkPlain(resp []byte) bool {
 		return false
 	}
 	key, ok := s.cfg.Keys[parts[1]]
-	return ok && hmac.Equal([]byte(key), []byte(parts[2]))
+	return ok && hmac.Equal([]byte(key.Reveal()), []byte(parts[2]))
 }
 
 // checkToken verifies a SharedAccessSignature token against Config.Keys.
@@ -269,7 +269,7 @@ func (s *Server) checkToken(token string, now time.Time) string {
 	if err != nil {
 		return "InvalidSignature: the signature is not URL-encoded."
 	}
-	mac := hmac.New(sha256.New, []byte(key))
+	mac := hmac.New(sha256.New, []byte(key.Reveal()))
 	mac.Write([]byte(fields["sr"] + "\n" + fields["se"]))
 	if !hmac.Equal([]byte(base64.StdEncoding.EncodeToString(mac.Sum(nil))), []byte(sig)) {
 		return "InvalidSignature: The token has an invalid signature."

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/emulator/hub"
+	"github.com/ehsink/ehsink/secret"
 )
 
 // repeated is a flag.Value collecting every occurrence of a flag.
@@ -96,9 +97,9 @@ Flags:
 			return exitUsage
 		}
 		if cfg.Keys == nil {
-			cfg.Keys = map[string]string{}
+			cfg.Keys = map[string]secret.String{}
 		}
-		cfg.Keys[name] = key
+		cfg.Keys[name] = secret.String(key)
 	}
 	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
