@@ -225,5 +225,14 @@ func TestSDKEpochs(t *testing.T) {
 		for err := range errs {
 			t.Fatalf("non-epoch reader: %v", err)
 		}
+		// A sixth concurrent non-epoch reader exceeds the service quota.
+		sixth, err := c.NewPartitionClient("1", &azeventhubs.PartitionClientOptions{StartPosition: earliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sixth.Close(ctx)
+		if _, err := sixth.ReceiveEvents(ctx, 1, nil); err == nil || !strings.Contains(err.Error(), "amqp:resource-limit-exceeded") {
+			t.Fatalf("sixth non-epoch reader: %v, want amqp:resource-limit-exceeded", err)
+		}
 	})
 }
