@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/secret"
 	"github.com/ehsink/ehsink/source"
 )
 
@@ -18,7 +19,7 @@ func TestNewFailsFast(t *testing.T) {
 	ctx := testContext(t)
 	srv := startEmulator(t, emulator.Config{
 		Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2, ConsumerGroups: []string{"audit"}}},
-		Keys: map[string]string{"app": "c2VjcmV0LWtleS12YWx1ZQ=="},
+		Keys: map[string]secret.String{"app": "c2VjcmV0LWtleS12YWx1ZQ=="},
 	})
 	good := srv.ConnectionString("orders")
 
