@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/produce"
+	"github.com/ehsink/ehsink/secret"
+)
+
+const sendUsage = `Usage: ehsink send [--connection CS | -c connectors.yaml [--connector NAME]] [--eventhub H]
+                   [--file F] [--partition-key K | --partition N]
+                   [--demo [--count N] [--rate R] [--keys K]]
+
+Sends events to an event hub with the Azure SDK ProducerClient, batched up to
+the hub's size limit.
+
+  Lines:  each line of --file (or of stdin) becomes one event, in order.
+  Demo:   --demo generates order events (JSON, about 200 bytes) keyed by
+          customer ID, --count of them (0: until Ctrl-C) at --rate per second
+          (0: as fast as the hub takes them) over --keys customers.
+
+Where to: --connection (or $EHSINK_CONNECTION) is an Event Hubs connection
+string; or -c names a connectors.yaml and --connector one of its connectors
+(optional when the file has one), whose source is used. --eventhub names the
+hub when the connection string has no EntityPath.
+
+Exit status: 0 sent, 1 failed, 2 bad usage.
+`
+
+// runSend is `ehsink send`.
+func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("send", sendUsage)
+	var (
+		t       target
+		file    = fs.String("file", "", "read lines from `FILE` instead of stdin")
+		key     = fs.String("partition-key", "", "send every line with partition key `K`")
+		part    = fs.String("partition", "", "send every line to partition `N`")
+		ctype   = fs.String("content-type", "", "content type of line events, for example application/json")
+		demo    = fs.Bool("demo", false, "generate demo order events instead of reading lines")
+		count   = fs.Int("count", 100, "with --demo: number of events (0: until interrupted)")
+		rate    = fs.Float64("rate", 0, "with --demo: events per second (0: as fast as possible)")
+		keys    = fs.Int("keys", 50, "with --demo: number of customers (partition keys)")
+		verbose = fs.Bool("v", false, "log progress to stderr")
+	)
+	t.flags(fs.FlagSet)
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ehsink send: "+format+"\n", a...)
+		fmt.Fprintln(stderr, "Run 'ehsink send --help' for usage.")
+		return exitUsage
+	}
+	switch {
+	case *key != "" && *part != "":
+		return usage("--partition-key and --partition are mutually exclusive")
+	case *demo && (*file != "" || *key != "" || *part != ""):
+		return usage("--demo generates its own keys; it does not take --file, --partition-key or --partition")
+	case !*demo && (setFlag(fs.FlagSet, "count") || setFlag(fs.FlagSet, "rate") || setFlag(fs.FlagSet, "keys")):
+		return usage("--count, --rate and --keys go with --demo")
+	case *count < 0 || *rate < 0 || *keys <= 0:
+		return usage("--count and --rate must not be negative and --keys must be positive")
+	}
+	if *part != "" {
+		if _, err := strconv.ParseUint(*part, 10, 32); err != nil {
+			return usage("--partition %q: want a partition ID such as 0", *part)
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+	if *verbose {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+
+	ep, code, err := t.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink send: %v\n", err)
+		return code
+	}
+	producer, err := ep.producer()
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink send: %v\n", err)
+		return exitFailure
+	}
+	defer producer.Close(context.WithoutCancel(ctx))
+
+	var n int
+	if *demo {
+		n, err = produce.Demo(ctx, producer, produce.DemoOptions{Count: *count, Rate: *rate, Keys: *keys, Logger: log})
+	} else {
+		in := io.Reader(os.Stdin)
+		if *file != "" {
+			f, ferr := os.Open(*file)
+			if ferr != nil {
+				fmt.Fprintf(stderr, "ehsink send: %v\n", ferr)
+				return 1
+			}
+			defer f.Close()
+			in = f
+		}
+		n, err = produce.Lines(ctx, producer, in, produce.LinesOptions{PartitionKey: *key, PartitionID: *part, ContentType: *ctype, Logger: log})
+	}
+	fmt.Fprintf(stdout, "sent %d events to event hub %q\n", n, ep.hub)
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink send: event hub %q: %v\n", ep.hub, err)
+		return 1
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "ehsink send: interrupted")
+		return 1
+	}
+	return 0
+}
+
+func setFlag(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// target is where a command connects: a connection string or a connector
+// of a connectors.yaml file. Shared by send and checkpoints.
+type target struct {
+	connection string
+	configPath string
+	connector  string
+	eventhub   string
+}
+
+func (t *target) flags(fs *flag.FlagSet) {
+	fs.StringVar(&t.connection, "connection", "", "Event Hubs connection `STRING` (default $EHSINK_CONNECTION)")
+	fs.StringVar(&t.configPath, "c", "", "connectors.yaml `FILE` to take the connection from")
+	fs.StringVar(&t.connector, "connector", "", "connector `NAME` in the -c file (optional when it has one)")
+	fs.StringVar(&t.eventhub, "eventhub", "", "event hub `NAME` (default: from the connection string or connector)")
+}
+
+// endpoint is a resolved event hub: how to reach it and, from a config
+// file, the connector.
+type endpoint struct {
+	conn      secret.String
+	namespace string
+	hub       string
+	spec      *connector.Spec // nil with --connection
+}
+
+// resolve works out the endpoint; the int is the exit code on error.
+func (t *target) resolve() (endpoint, int, error) {
+	if t.connection == "" && t.configPath == "" {
+		t.connection = os.Getenv("EHSINK_CONNECTION")
+	}
+	switch {
+	case t.connector != "" && t.configPath == "":
+		return endpoint{}, 2, errors.New("--connector needs -c connectors.yaml")
+	case t.connection != "" && t.configPath != "":
+		return endpoint{}, 2, errors.New("--connection and -c are mutually exclusive")
+	case t.connection == "" && t.configPath == "":
+		return endpoint{}, 2, errors.New("say where to connect: --connection CS (or $EHSINK_CONNECTION), or -c connectors.yaml --connector NAME")
+	}
+	var ep endpoint
+	if t.connection != "" {
+		ep.conn = secret.String(t.connection)
+	} else {
+		cfg, err := connector.Load(t.configPath, connector.LoadOptions{})
+		if err != nil {
+			return ep, 1, err
+		}
+		spec, err := pickConnector(cfg, t.connector)
+		if err != nil {
+			return ep, 2, err
+		}
+		ep.spec = spec
+		ep.conn, ep.namespace, ep.hub = spec.Source.Connection, spec.Source.Namespace, spec.Source.EventHub
+		if ep.conn.Reveal() == "emulator" {
+			ep.conn, err = emulatorConnection(cfg, spec)
+			if err != nil {
+				return ep, 1, fmt.Errorf("connector %q: %w", spec.Name, err)
+			}
+		}
+	}
+	if t.eventhub != "" {
+		ep.hub = t.eventhub
+	}
+	if ep.conn != "" {
+		props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal())
+		if err != nil {
+			return ep, 2, fmt.Errorf("connection string: %w", err)
+		}
+		ep.namespace = props.FullyQualifiedNamespace
+		if props.EntityPath != nil && *props.EntityPath != "" {
+			if ep.hub != "" && ep.hub != *props.EntityPath {
+				return ep, 2, fmt.Errorf("--eventhub %q differs from the connection string's EntityPath %q", ep.hub, *props.EntityPath)
+			}
+			ep.hub = *props.EntityPath
+		}
+	}
+	if ep.hub == "" {
+		return ep, 2, errors.New("no event hub: give --eventhub or a connection string with EntityPath")
+	}
+	return ep, 0, nil
+}
+
+// pickConnector finds the named connector, or the only one.
+func pickConnector(cfg *connector.Config, name string) (*connector.Spec, error) {
+	if name == "" {
+		if len(cfg.Connectors) == 1 {
+			return &cfg.Connectors[0], nil
+		}
+		names := make([]string, len(cfg.Connectors))
+		for i, c := range cfg.Connectors {
+			names[i] = c.Name
+		}
+		return nil, fmt.Errorf("the file has %d connectors %q: choose one with --connector", len(names), names)
+	}
+	for i := range cfg.Connectors {
+		if cfg.Connectors[i].Name == name {
+			return &cfg.Connectors[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no connector named %q in the file", name)
+}
+
+// emulatorConnection reaches the emulator of a config file from another
+// process: possible only when it listens on a fixed address.
+func emulatorConnection(cfg *connector.Config, spec *connector.Spec) (secret.String, error) {
+	if cfg.Emulator == nil || cfg.Emulator.Listen == "" || isAnyPort(cfg.Emulator.Listen) {
+		return "", errors.New(`source.connection is "emulator", which runs inside 'ehsink run'; give emulator.listen a fixed address (such as 127.0.0.1:5672) to reach it from here, or pass --connection`)
+	}
+	return secret.String(fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=%s;UseDevelopmentEmulator=true",
+		cfg.Emulator.Listen, spec.Source.EventHub)), nil
+}
+
+func isAnyPort(addr string) bool {
+	return len(addr) >= 2 && addr[len(addr)-2:] == ":0"
+}
+
+// producer returns a producer client for ep. Retries are few: a command
+// line tool should say what is wrong rather than wait.
+func (ep endpoint) producer() (*azeventhubs.ProducerClient, error) {
+	opts := &azeventhubs.ProducerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: 2}}
+	if ep.conn != "" {
+		hub := ep.hub
+		if props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal()); err == nil && props.EntityPath != nil && *props.EntityPath != "" {
+			hub = ""
+		}
+		p, err := azeventhubs.NewProducerClientFromConnectionString(ep.conn.Reveal(), hub, opts)
+		if err != nil {
+			return nil, fmt.Errorf("event hub %q: %w", ep.hub, err)
+		}
+		return p, nil
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return nil, fmt.Errorf("event hub %q: credential: %w", ep.hub, err)
+	}
+	p, err := azeventhubs.NewProducerClient(ep.namespace, ep.hub, cred, opts)
+	if err != nil {
+		return nil, fmt.Errorf("event hub %q: %w", ep.hub, err)
+	}
+	return p, nil
+}
