@@ -7,18 +7,29 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2/checkpoints"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/produce"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/source"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.StopSharedAzurite()
+	os.Exit(code)
+}
 
 // testTimeout bounds each test's waits; a wait that reaches it is a failure
 // (the thing waited for never happened), not a timing assertion.
@@ -272,6 +283,79 @@ func storedCheckpoints(t *testing.T, ctx context.Context, store azeventhubs.Chec
 // checkpoint after each batch, then restarts the source and sends more: the
 // restart starts right after the checkpoints and re-delivers nothing.
 func TestDeliversEveryEventOnceInOrderAndResumes(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		deliversOnceAndResumes(t, func(t *testing.T) azeventhubs.CheckpointStore { return fileStore(t) }, nil)
+	})
+	t.Run("blob", func(t *testing.T) {
+		az := testenv.Azurite(t)
+		ctr := az.ContainerName(t)
+		var bs *checkpoint.BlobStore
+		deliversOnceAndResumes(t, func(t *testing.T) azeventhubs.CheckpointStore {
+			var err error
+			bs, err = checkpoint.NewBlobStore(t.Context(), checkpoint.BlobOptions{Connection: secretOf(az.ConnectionString()), Container: ctr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return checkpoint.Lowercase(bs, nil)
+		}, func(t *testing.T, ns string, want map[string]int64) { checkBlobLayout(t, bs, ns, want) })
+	})
+}
+
+// checkBlobLayout checks the checkpoint blobs: the lowercase names every
+// Azure SDK uses, the sequencenumber and offset metadata, and that the SDK's
+// own checkpoints.BlobStore reads them back as the positions written.
+func checkBlobLayout(t *testing.T, bs *checkpoint.BlobStore, ns string, want map[string]int64) {
+	t.Helper()
+	ctx := testContext(t)
+	prefix := strings.ToLower(ns) + "/orders/$default/checkpoint/"
+	pager := bs.Container().NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Include: container.ListBlobsInclude{Metadata: true}})
+	found := map[string]bool{}
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range page.Segment.BlobItems {
+			name := *b.Name
+			id, ok := strings.CutPrefix(name, prefix)
+			if !ok {
+				if strings.Contains(name, "/checkpoint/") {
+					t.Errorf("checkpoint blob %q is not under %q", name, prefix)
+				}
+				continue
+			}
+			found[id] = true
+			md := map[string]string{}
+			for k, v := range b.Metadata {
+				md[strings.ToLower(k)] = *v
+			}
+			if md["sequencenumber"] != strconv.FormatInt(want[id], 10) || md["offset"] == "" {
+				t.Errorf("blob %s metadata %v, want sequencenumber %d and an offset", name, md, want[id])
+			}
+		}
+	}
+	if len(found) != len(want) {
+		t.Errorf("checkpoint blobs for partitions %v, want %d", found, len(want))
+	}
+	sdk, err := checkpoints.NewBlobStore(bs.Container(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := sdk.ListCheckpoints(ctx, strings.ToLower(ns), "orders", "$default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range cps {
+		if cp.SequenceNumber == nil || *cp.SequenceNumber != want[cp.PartitionID] || cp.Offset == nil {
+			t.Errorf("SDK BlobStore reads partition %s as seq %v offset %v, want seq %d", cp.PartitionID, cp.SequenceNumber, cp.Offset, want[cp.PartitionID])
+		}
+	}
+	if len(cps) != len(want) {
+		t.Errorf("SDK BlobStore lists %d checkpoints, want %d", len(cps), len(want))
+	}
+}
+
+func deliversOnceAndResumes(t *testing.T, newStore func(*testing.T) azeventhubs.CheckpointStore, checkStore func(t *testing.T, ns string, want map[string]int64)) {
 	ctx := testContext(t)
 	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
 	conn := srv.ConnectionString("orders")
@@ -280,7 +364,7 @@ func TestDeliversEveryEventOnceInOrderAndResumes(t *testing.T) {
 	if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: total, Keys: 50, Seed: 7}); err != nil || n != total {
 		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
 	}
-	store := fileStore(t)
+	store := newStore(t)
 
 	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", MaxEvents: 300})
 	rec := newRecorder(total)
@@ -305,6 +389,10 @@ func TestDeliversEveryEventOnceInOrderAndResumes(t *testing.T) {
 		if cps[id] != evs[len(evs)-1].SequenceNumber {
 			t.Errorf("partition %s: checkpoint %d, last event %d", id, cps[id], evs[len(evs)-1].SequenceNumber)
 		}
+	}
+	if checkStore != nil {
+		props, _ := azeventhubs.ParseConnectionString(conn)
+		checkStore(t, props.FullyQualifiedNamespace, cps)
 	}
 	if err := src.Close(ctx); err != nil {
 		t.Fatal(err)
