@@ -22,12 +22,15 @@ test: tools unit fuzz ## everything CI runs: services, unit and integration test
 unit: ## go test -race over every package (PostgreSQL and Azurite are started by the tests)
 	$(GO) test -race -timeout 30m ./...
 
-fuzz: ## run every fuzz target for FUZZTIME each
+fuzz: ## run every fuzz target for FUZZTIME each (a failure is rerun once: a real crasher is kept in testdata and fails again)
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
+	    if ! $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/ehsink-fuzz.log 2>&1; then \
+	      cat /tmp/ehsink-fuzz.log; echo "fuzz $$target failed; running it again"; \
+	      $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    fi; \
 	  done; \
 	done
 
