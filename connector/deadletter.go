@@ -3,12 +3,10 @@ package connector
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -31,47 +29,11 @@ func NewFileDeadLetters(dir string) (*FileDeadLetters, error) {
 	return &FileDeadLetters{dir: dir}, nil
 }
 
-// deadLetterLine is one line of a dead-letter file.
-type deadLetterLine struct {
-	Partition      string          `json:"partition"`
-	SequenceNumber int64           `json:"sequence_number"`
-	Offset         string          `json:"offset"`
-	EnqueuedTime   time.Time       `json:"enqueued_time"`
-	PartitionKey   *string         `json:"partition_key,omitempty"`
-	Properties     map[string]any  `json:"properties,omitempty"`
-	Body           json.RawMessage `json:"body,omitempty"`
-	BodyBase64     string          `json:"body_base64,omitempty"`
-	Reason         string          `json:"reason"`
-	FailedAt       time.Time       `json:"failed_at"`
-}
-
 // Store implements DeadLetterStore.
 func (d *FileDeadLetters) Store(_ context.Context, partition string, letters []sinks.DeadLetter) error {
 	var buf []byte
-	for _, l := range letters {
-		line := deadLetterLine{
-			Partition:      l.Event.Partition,
-			SequenceNumber: l.Event.SequenceNumber,
-			Offset:         l.Event.Offset,
-			EnqueuedTime:   l.Event.EnqueuedTime.UTC(),
-			PartitionKey:   l.Event.PartitionKey,
-			Properties:     l.Event.Properties,
-			Reason:         l.Reason,
-			FailedAt:       l.FailedAt.UTC(),
-		}
-		if json.Valid(l.Event.Body) {
-			line.Body = l.Event.Body
-		} else {
-			line.BodyBase64 = base64.StdEncoding.EncodeToString(l.Event.Body)
-		}
-		b, err := json.Marshal(line)
-		if err != nil {
-			line.Properties = nil // a property JSON cannot hold must not lose the letter
-			if b, err = json.Marshal(line); err != nil {
-				return fmt.Errorf("dead letter seq %d: encode: %w", l.Event.SequenceNumber, err)
-			}
-		}
-		buf = append(append(buf, b...), '\n')
+	for i := range letters {
+		buf = letters[i].AppendLine(buf)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -36,10 +36,10 @@ func TestFileDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var got []deadLetterLine
+	var got []sinks.DeadLetterRecord
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var l deadLetterLine
+		var l sinks.DeadLetterRecord
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
@@ -51,7 +51,7 @@ func TestFileDeadLetters(t *testing.T) {
 	if got[0].SequenceNumber != 4 || got[0].Reason != "amount: not a number" || string(got[0].Body) != string(good.Body) || !got[0].FailedAt.Equal(at) {
 		t.Errorf("first letter = %+v", got[0])
 	}
-	if got[1].SequenceNumber != 5 || got[1].BodyBase64 != "//4=" || got[1].Reason != "invalid JSON" {
+	if got[1].SequenceNumber != 5 || got[1].BodyEncoding != "base64" || string(got[1].Body) != `"//4="` || got[1].Reason != "invalid JSON" {
 		t.Errorf("second letter = %+v", got[1])
 	}
 	entries, _ := os.ReadDir(filepath.Join(dir, "dl"))

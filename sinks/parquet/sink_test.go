@@ -285,7 +285,7 @@ func deadLetterSeqs(t *testing.T, d destination) []int64 {
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for sc.Scan() {
-			var l deadLetterLine
+			var l sinks.DeadLetterRecord
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -444,7 +444,7 @@ func TestDeadLetters(t *testing.T) {
 		}
 		files := d.files(t)
 		dl := files["orders/partition=0/date=2026-01-02/_dead_letters/0-00000000000000000000-00000000000000000009.jsonl"]
-		if !bytes.Contains(dl, []byte(`"body_base64"`)) || !bytes.Contains(dl, []byte(`"reason":"column \"amount\"`)) {
+		if !bytes.Contains(dl, []byte(`"body_encoding":"base64"`)) || !bytes.Contains(dl, []byte(`"reason":"column \"amount\"`)) {
 			t.Fatalf("dead-letter file:\n%s", dl)
 		}
 

@@ -2,13 +2,11 @@ package parquet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	pq "github.com/parquet-go/parquet-go"
 
@@ -173,26 +171,10 @@ func (w *writer) broken(_ context.Context, err error) error {
 	return fmt.Errorf("%w (the open file was discarded; reopen the partition to replay from the watermark)", err)
 }
 
-// deadLetterLine is one line of a dead-letter file.
-type deadLetterLine struct {
-	Partition      string          `json:"partition"`
-	SequenceNumber int64           `json:"sequence_number"`
-	Offset         string          `json:"offset,omitempty"`
-	EnqueuedTime   time.Time       `json:"enqueued_time"`
-	PartitionKey   *string         `json:"partition_key,omitempty"`
-	ContentType    *string         `json:"content_type,omitempty"`
-	Properties     map[string]any  `json:"properties,omitempty"`
-	Body           json.RawMessage `json:"body,omitempty"`
-	BodyText       *string         `json:"body_text,omitempty"`
-	BodyBase64     []byte          `json:"body_base64,omitempty"`
-	Reason         string          `json:"reason"`
-	FailedAt       time.Time       `json:"failed_at"`
-}
-
 // DeadLetter adds dead letters to the open file's dead-letter file, a JSON
 // lines file in a _dead_letters folder next to the data, committed by the
 // next Flush together with the data file. A body that is JSON is kept as
-// JSON, other UTF-8 as body_text, anything else as body_base64.
+// JSON, anything else as base64 (sinks.DeadLetterRecord is the format).
 func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) error {
 	if w.closed {
 		return sinks.ErrClosed
@@ -216,29 +198,7 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 			}
 			f.dl = p
 		}
-		line := deadLetterLine{
-			Partition: e.Partition, SequenceNumber: e.SequenceNumber, Offset: e.Offset,
-			EnqueuedTime: e.EnqueuedTime.UTC(), PartitionKey: e.PartitionKey, ContentType: e.ContentType,
-			Properties: e.Properties, Reason: l.Reason, FailedAt: l.FailedAt.UTC(),
-		}
-		switch {
-		case json.Valid(e.Body):
-			line.Body = json.RawMessage(e.Body)
-		case utf8.Valid(e.Body):
-			s := string(e.Body)
-			line.BodyText = &s
-		default:
-			line.BodyBase64 = e.Body
-		}
-		b, err := json.Marshal(&line)
-		if err != nil {
-			// Properties of types JSON cannot hold: keep the rest.
-			line.Properties = map[string]any{"_error": err.Error()}
-			if b, err = json.Marshal(&line); err != nil {
-				return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
-			}
-		}
-		b = append(b, '\n')
+		b := l.AppendLine(nil)
 		if _, err := f.dl.Write(b); err != nil {
 			return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 		}

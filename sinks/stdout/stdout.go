@@ -12,14 +12,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -99,20 +97,6 @@ type writer struct {
 	last *sinks.Position
 }
 
-// envelope is one JSON line. Body is the event's JSON as is when it is
-// valid JSON, otherwise a base64 string with BodyEncoding "base64".
-type envelope struct {
-	Partition      string          `json:"partition"`
-	SequenceNumber int64           `json:"sequence_number"`
-	Offset         string          `json:"offset"`
-	EnqueuedTime   time.Time       `json:"enqueued_time"`
-	PartitionKey   *string         `json:"partition_key,omitempty"`
-	ContentType    *string         `json:"content_type,omitempty"`
-	Properties     map[string]any  `json:"properties,omitempty"`
-	Body           json.RawMessage `json:"body"`
-	BodyEncoding   string          `json:"body_encoding,omitempty"`
-}
-
 func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	var failed []sinks.EventError
 	for i := range events {
@@ -122,22 +106,7 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 			w.buf.WriteByte('\n')
 			continue
 		}
-		env := envelope{
-			Partition:      ev.Partition,
-			SequenceNumber: ev.SequenceNumber,
-			Offset:         ev.Offset,
-			EnqueuedTime:   ev.EnqueuedTime.UTC(),
-			PartitionKey:   ev.PartitionKey,
-			ContentType:    ev.ContentType,
-			Properties:     ev.Properties,
-		}
-		if json.Valid(ev.Body) {
-			env.Body = ev.Body
-		} else {
-			env.Body, _ = json.Marshal(base64.StdEncoding.EncodeToString(ev.Body))
-			env.BodyEncoding = "base64"
-		}
-		line, err := json.Marshal(env)
+		line, err := json.Marshal(sinks.NewEventRecord(ev))
 		if err != nil {
 			// Only properties can fail to encode (a value JSON cannot hold).
 			failed = append(failed, sinks.EventError{Index: i, Err: fmt.Errorf("encode envelope: %w", err)})

@@ -26,14 +26,14 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) lines(t *testing.T) []envelope {
+func (b *lockedBuffer) lines(t *testing.T) []sinks.EventRecord {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []envelope
+	var out []sinks.EventRecord
 	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
 	for sc.Scan() {
-		var e envelope
+		var e sinks.EventRecord
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("line %q is not a JSON envelope: %v", sc.Text(), err)
 		}
