@@ -49,10 +49,8 @@ func commands() []command {
 		{"run", "run the connectors of a connectors.yaml", runRun},
 		{"validate", "check a connectors.yaml and report every problem; --print shows the effective config", runValidate},
 		{"emulator", "run the built-in Event Hubs emulator (AMQP 1.0) for local development", runEmulator},
-		// Sending (`ehsink send`, runSend in send.go) and checkpoint
-		// inspection (`ehsink checkpoints`, runCheckpoints in checkpoints.go)
-		// join this table once their files are committed: a table entry
-		// without its file breaks the build of a clean clone.
+		{"send", "send events (lines or demo orders) to an event hub", runSend},
+		{"checkpoints", "list checkpoints and owners with lag, or reset them", runCheckpoints},
 		{"version", "print the version, commit and Go version", runVersion},
 	}
 }
