@@ -89,7 +89,7 @@ func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
 		if o.PartitionID == p.id && o.OwnerID != s.owner && o.OwnerID != "" &&
 			time.Since(o.LastModifiedTime) < s.opts.OwnershipExpiration {
 			p.lost.Store(true)
-			s.log.Warn("partition lost", "partition", p.id, "owner", s.owner, "new_owner", o.OwnerID, "at", "checkpoint")
+			s.log.Warn("partition lost", "partition", p.id, "new_owner", o.OwnerID, "at", "checkpoint")
 			return p.lostErr(nil)
 		}
 	}
@@ -111,6 +111,28 @@ func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
 	return nil
 }
 
+// takenOver reports whether the partition is lost: Receive or Checkpoint
+// saw it, or the store now names another live owner.
+func (p *Partition) takenOver(ctx context.Context) bool {
+	if p.lost.Load() {
+		return true
+	}
+	s := p.s
+	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+	defer cancel()
+	owners, err := s.opts.Store.ListOwnership(ctx, s.ns, s.hub, s.opts.ConsumerGroup, nil)
+	if err != nil {
+		return false
+	}
+	for _, o := range owners {
+		if o.PartitionID == p.id && o.OwnerID != s.owner && o.OwnerID != "" &&
+			time.Since(o.LastModifiedTime) < s.opts.OwnershipExpiration {
+			return true
+		}
+	}
+	return false
+}
+
 // markLost records and logs the loss, naming the new owner when the store
 // already knows it.
 func (p *Partition) markLost(ctx context.Context, cause error) {
@@ -126,7 +148,7 @@ func (p *Partition) markLost(ctx context.Context, cause error) {
 			}
 		}
 	}
-	s.log.Warn("partition lost", "partition", p.id, "owner", s.owner, "new_owner", newOwner, "at", "receive", "reason", cause)
+	s.log.Warn("partition lost", "partition", p.id, "new_owner", newOwner, "at", "receive", "reason", cause)
 }
 
 func (p *Partition) lostErr(cause error) error {

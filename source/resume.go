@@ -37,12 +37,20 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 	}
 	r.s.mu.Lock()
 	r.s.claimed = claimed
+	for id := range r.s.resolved {
+		if !claimed[id] {
+			delete(r.s.resolved, id)
+		}
+	}
 	r.s.mu.Unlock()
 	return got, nil
 }
 
 // ListCheckpoints returns the stored checkpoints, with the resume position in
-// place of the checkpoint for every partition this replica owns.
+// place of the checkpoint for every partition this replica owns. The resume
+// position of a partition is worked out once per claim: asking the sink for
+// its watermark while a writer of the partition is open would disturb that
+// writer (a sink's Open cleans up what an earlier writer left behind).
 func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, opts *azeventhubs.ListCheckpointsOptions) ([]azeventhubs.Checkpoint, error) {
 	stored, err := r.CheckpointStore.ListCheckpoints(ctx, ns, hub, cg, opts)
 	if err != nil {
@@ -54,10 +62,27 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 	}
 	r.s.mu.Lock()
 	ids := make([]string, 0, len(r.s.claimed))
+	cached := map[string]*azeventhubs.Checkpoint{}
 	for id := range r.s.claimed {
-		ids = append(ids, id)
+		if c, ok := r.s.resolved[id]; ok {
+			cached[id] = c
+		} else {
+			ids = append(ids, id)
+		}
 	}
 	r.s.mu.Unlock()
+	for id, c := range cached {
+		// a stored checkpoint written since (by a partition this replica
+		// read, or by the owner before) wins when it is later
+		if stored, ok := byID[id]; ok && (c == nil || laterCheckpoint(stored, *c)) {
+			continue
+		}
+		if c == nil {
+			delete(byID, id)
+		} else {
+			byID[id] = *c
+		}
+	}
 	sort.Strings(ids)
 	for _, id := range ids {
 		var cp *azeventhubs.Checkpoint
@@ -68,6 +93,14 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 		if err != nil {
 			return nil, err
 		}
+		r.s.mu.Lock()
+		if r.s.resolved == nil {
+			r.s.resolved = map[string]*azeventhubs.Checkpoint{}
+		}
+		if r.s.claimed[id] {
+			r.s.resolved[id] = resume
+		}
+		r.s.mu.Unlock()
 		if resume == nil {
 			delete(byID, id)
 		} else {
@@ -138,6 +171,11 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 		out.Offset = &off
 	}
 	return out, nil
+}
+
+// laterCheckpoint reports whether a is at or after b by sequence number.
+func laterCheckpoint(a, b azeventhubs.Checkpoint) bool {
+	return a.SequenceNumber != nil && (b.SequenceNumber == nil || *a.SequenceNumber >= *b.SequenceNumber)
 }
 
 func (s *Source) startFor(id string) string {

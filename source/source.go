@@ -38,8 +38,9 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
-	mu      sync.Mutex      // guards claimed
-	claimed map[string]bool // partitions this replica owned after the last ClaimOwnership
+	mu       sync.Mutex                         // guards the 2 following fields
+	claimed  map[string]bool                    // partitions this replica owned after the last ClaimOwnership
+	resolved map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
 }
 
 // New builds the clients and checks, within ctx, that the event hub and the
@@ -251,19 +252,25 @@ func (s *Source) Run(ctx context.Context, handle func(ctx context.Context, p *Pa
 			break
 		}
 		p := s.newPartition(pc)
-		s.log.Info("partition claimed", "partition", p.id, "owner", s.owner)
+		s.log.Info("partition claimed", "partition", p.id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			err := handle(runCtx, p)
 			s.closePartition(pc)
+			s.forget(p.id)
 			switch {
 			case err == nil:
-				s.log.Info("partition released", "partition", p.id, "owner", s.owner)
+				s.log.Info("partition released", "partition", p.id)
 			case errors.Is(err, ErrOwnershipLost):
 				// Receive or Checkpoint logged the loss
 			case runCtx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-				s.log.Info("partition released", "partition", p.id, "owner", s.owner)
+				s.log.Info("partition released", "partition", p.id)
+			case p.takenOver(context.WithoutCancel(runCtx)):
+				// the failure came from losing the partition (for example a
+				// sink commit undone by the new owner's recovery): not a
+				// failure of this replica
+				s.log.Warn("partition lost", "partition", p.id, "err", err)
 			default:
 				fail(fmt.Errorf("event hub %q partition %s: %w", s.hub, p.id, err))
 			}
@@ -276,6 +283,14 @@ func (s *Source) Run(ctx context.Context, handle func(ctx context.Context, p *Pa
 	errMu.Lock()
 	defer errMu.Unlock()
 	return firstErr
+}
+
+// forget drops the resume position of partition id: the next claim works it
+// out again.
+func (s *Source) forget(id string) {
+	s.mu.Lock()
+	delete(s.resolved, id)
+	s.mu.Unlock()
 }
 
 func (s *Source) closePartition(pc *azeventhubs.ProcessorPartitionClient) {
