@@ -207,6 +207,10 @@ connectors:
 
 	a := startReplica(t, "replica A", cfg)
 	b := startReplica(t, "replica B", cfg)
+	// Time counts from when both are up (their sources checked the hub).
+	waitUntil(t, ctx, "both replicas to start their connector", func() bool {
+		return logsMention(a, "connector started") && logsMention(b, "connector started")
+	}, a, b)
 	started := time.Now()
 	var bothAt time.Duration
 	waitUntil(t, ctx, "both replicas to own partitions", func() bool {
@@ -221,6 +225,9 @@ connectors:
 		return false
 	}, a, b)
 	t.Logf("both replicas own partitions %s after start", bothAt.Round(time.Millisecond))
+	if bothAt > 2*updateInterval {
+		t.Errorf("both replicas owned partitions only %s after they started, more than two update intervals", bothAt)
+	}
 
 	// Let the balance settle (4 and 4) and some output be committed, then kill A.
 	var victim string
