@@ -97,6 +97,11 @@ func selectConnectors(cfg *Config, names []string) ([]Spec, error) {
 // connector and runs a partition runner for every partition it owns.
 func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment, reg *sinks.Registry, met *Metrics, log *slog.Logger) error {
 	fail := func(what string, err error) error {
+		if ctx.Err() != nil {
+			// Stopped while starting (a signal, or another connector's
+			// failure, which Run reports): not a failure of this one.
+			return nil
+		}
 		return fmt.Errorf("connector %q: %s: %w", spec.Name, what, err)
 	}
 	conn := spec.Source.Connection
@@ -161,37 +166,6 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		return fail("errors.dead_letter", err)
 	}
 
-	srcOpts := source.Options{
-		Connection:          conn,
-		Namespace:           spec.Source.Namespace,
-		EventHub:            spec.Source.EventHub,
-		ConsumerGroup:       spec.Source.ConsumerGroup,
-		Start:               spec.Source.Start,
-		StartPartitions:     spec.Source.StartPartitions,
-		OnInvalidCheckpoint: spec.Source.OnInvalidCheckpoint,
-		MaxEvents:           spec.Source.Batch.MaxEvents,
-		MaxWait:             spec.Source.Batch.MaxWait,
-		Prefetch:            spec.Source.Prefetch,
-		Strategy:            spec.Source.LoadBalancing.Strategy,
-		UpdateInterval:      spec.Source.LoadBalancing.UpdateInterval,
-		OwnershipExpiration: spec.Source.LoadBalancing.OwnershipExpiration,
-		Store:               store,
-		Watermark:           sinkWatermark(sink),
-		Logger:              log,
-	}
-	if conn == "" {
-		cred, err := azidentity.NewDefaultAzureCredential(nil)
-		if err != nil {
-			return fail("source.credential", err)
-		}
-		srcOpts.Credential = cred
-	}
-	src, err := source.New(ctx, srcOpts)
-	if err != nil {
-		return fail("source", err)
-	}
-	defer src.Close(context.WithoutCancel(ctx))
-
 	runner, err := NewRunner(RunnerOptions{
 		Connector:               spec.Name,
 		Sink:                    sink,
@@ -207,6 +181,37 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if err != nil {
 		return fail("runner", err)
 	}
+	srcOpts := source.Options{
+		Connection:          conn,
+		Namespace:           spec.Source.Namespace,
+		EventHub:            spec.Source.EventHub,
+		ConsumerGroup:       spec.Source.ConsumerGroup,
+		Start:               spec.Source.Start,
+		StartPartitions:     spec.Source.StartPartitions,
+		OnInvalidCheckpoint: spec.Source.OnInvalidCheckpoint,
+		MaxEvents:           spec.Source.Batch.MaxEvents,
+		MaxWait:             spec.Source.Batch.MaxWait,
+		Prefetch:            spec.Source.Prefetch,
+		Strategy:            spec.Source.LoadBalancing.Strategy,
+		UpdateInterval:      spec.Source.LoadBalancing.UpdateInterval,
+		OwnershipExpiration: spec.Source.LoadBalancing.OwnershipExpiration,
+		Store:               store,
+		Watermark:           runnerFirst(runner, sinkWatermark(sink)),
+		Logger:              log,
+	}
+	if conn == "" {
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return fail("source.credential", err)
+		}
+		srcOpts.Credential = cred
+	}
+	src, err := source.New(ctx, srcOpts)
+	if err != nil {
+		return fail("source", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+
 	log.Info("connector started", "eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type, "owner", src.OwnerID())
 	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
 		return runner.RunPartition(ctx, partitionAdapter{p})
@@ -238,6 +243,17 @@ func translateLost(err error) error {
 		return fmt.Errorf("%w: %w", ErrOwnershipLost, err)
 	}
 	return err
+}
+
+// runnerFirst answers with the running partition's watermark when the
+// runner drives the partition, and asks the sink otherwise.
+func runnerFirst(r *Runner, sink func(context.Context, string) (*sinks.Position, error)) func(context.Context, string) (*sinks.Position, error) {
+	return func(ctx context.Context, partition string) (*sinks.Position, error) {
+		if wm, ok := r.Watermark(partition); ok {
+			return wm, nil
+		}
+		return sink(ctx, partition)
+	}
 }
 
 // sinkWatermark asks the sink for a partition's committed watermark by

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/ehsink/ehsink/dedupe"
@@ -77,6 +78,9 @@ type DeadLetterStore interface {
 type Runner struct {
 	opts RunnerOptions
 	log  *slog.Logger
+
+	mu     sync.Mutex // guards active
+	active map[string]*partitionRun
 }
 
 // NewRunner returns a runner. It starts nothing.
@@ -101,12 +105,29 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{opts: opts, log: log}, nil
+	return &Runner{opts: opts, log: log, active: make(map[string]*partitionRun)}, nil
 }
 
-// partitionRun is the state of one RunPartition call.
+// Watermark returns the committed watermark of a partition this runner is
+// driving right now, and false when it drives no such partition. Asking a
+// sink instead would open a second writer beside the running one, which a
+// sink may take for a crashed predecessor and clean up after.
+func (r *Runner) Watermark(partition string) (*sinks.Position, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pr, ok := r.active[partition]
+	if !ok {
+		return nil, false
+	}
+	return pr.committed(), true
+}
+
+// partitionRun is the state of one RunPartition call. Its fields are used
+// by the RunPartition goroutine alone, except watermark, which Watermark
+// reads under wmMu.
 type partitionRun struct {
-	r   *Runner
+	r    *Runner
+	wmMu sync.Mutex // guards watermark against Runner.Watermark
 	p   sinks.Writer
 	src Partition
 	log *slog.Logger
@@ -137,6 +158,16 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 	pr := &partitionRun{r: r, p: w, src: src, log: log, watermark: wm, lastCkptAt: r.opts.now(),
 		met: r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
 	defer pr.met.release()
+	r.mu.Lock()
+	r.active[src.ID()] = pr
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.active[src.ID()] == pr {
+			delete(r.active, src.ID())
+		}
+		r.mu.Unlock()
+	}()
 	log.Debug("partition opened", "watermark", posAttr(wm))
 	defer func() {
 		if cerr := w.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
@@ -237,6 +268,17 @@ func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 	return nil
 }
 
+// committed returns a copy of the committed watermark, for other goroutines.
+func (pr *partitionRun) committed() *sinks.Position {
+	pr.wmMu.Lock()
+	defer pr.wmMu.Unlock()
+	if pr.watermark == nil {
+		return nil
+	}
+	c := *pr.watermark
+	return &c
+}
+
 func (pr *partitionRun) flushDue() bool {
 	if !pr.written {
 		// Idle batches still give a Batcher the chance to roll on age.
@@ -269,7 +311,9 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	pr.sinceCkpt += pr.unflushed
 	pr.unflushed = 0
 	if wm != nil && (pr.watermark == nil || wm.SequenceNumber > pr.watermark.SequenceNumber) {
+		pr.wmMu.Lock()
 		pr.watermark = wm
+		pr.wmMu.Unlock()
 		pr.committedNext = wm
 	}
 	return nil

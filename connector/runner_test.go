@@ -380,3 +380,35 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestRunnerWatermarkWhileRunning: while a partition runs, its watermark is
+// answered by the runner (no second writer is opened on the sink); after it
+// stops, the runner no longer claims it.
+func TestRunnerWatermarkWhileRunning(t *testing.T) {
+	sink := sinktest.NewMemory()
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newMemPartition("7", 60, store, rand.New(rand.NewPCG(11, 12)), cancel)
+	r, _ := NewRunner(RunnerOptions{Sink: sink})
+	var seen []int64
+	p.onCkpt = func(pos sinks.Position) {
+		wm, ok := r.Watermark("7")
+		if !ok || wm == nil || wm.SequenceNumber != pos.SequenceNumber {
+			t.Errorf("Watermark during run = %v, %v; want seq %d", wm, ok, pos.SequenceNumber)
+			return
+		}
+		seen = append(seen, wm.SequenceNumber)
+	}
+	if _, ok := r.Watermark("7"); ok {
+		t.Fatal("Watermark before the partition runs")
+	}
+	if err := r.RunPartition(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) == 0 || seen[len(seen)-1] != 59 {
+		t.Fatalf("watermarks seen during the run: %v", seen)
+	}
+	if _, ok := r.Watermark("7"); ok {
+		t.Fatal("Watermark still answered after the partition stopped")
+	}
+}
