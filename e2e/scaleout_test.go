@@ -142,7 +142,9 @@ func readOutput(t *testing.T, dir string) []row {
 // TestTwoProcessesShareAndTakeOver: two `ehsink run` processes share the 8
 // partitions of a hub; each owns some within two update intervals; after
 // `kill -9` of one, the other owns all 8 within expiration + update
-// interval; the Parquet output then holds every event exactly once.
+// interval; a third process started after the survivor stopped resumes
+// every partition from its checkpoint; the Parquet output then holds every
+// event exactly once.
 func TestTwoProcessesShareAndTakeOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -292,10 +294,35 @@ connectors:
 		t.Errorf("%s exited with %v after SIGINT", survivor.name, survivor.err)
 	}
 
+	// A restart resumes: every partition starts after its checkpoint (or the
+	// sink's watermark), and only the new events are added.
+	const more = 200
+	c := startReplica(t, "replica C", cfg)
+	if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: more, Keys: 40}); err != nil || n != more {
+		t.Fatalf("producer: %d, %v", n, err)
+	}
+	waitUntil(t, ctx, "the new events in the output", func() bool {
+		return len(distinct(readOutput(t, outDir))) == total+more
+	}, c)
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-c.done
+	c.mu.Lock()
+	starts, resumes := 0, 0
+	for _, l := range c.logs {
+		starts += strings.Count(l, `msg="partition starts"`)
+		resumes += strings.Count(l, `msg="partition resumes"`)
+	}
+	c.mu.Unlock()
+	if starts != 0 || resumes != partitions {
+		t.Errorf("after the restart %d partitions resumed and %d started from the start position, want %d and 0", resumes, starts, partitions)
+	}
+
 	rows := readOutput(t, outDir)
 	ids := distinct(rows)
-	if len(ids) != total {
-		t.Errorf("output holds %d distinct orders, want %d", len(ids), total)
+	if len(ids) != total+more {
+		t.Errorf("output holds %d distinct orders, want %d", len(ids), total+more)
 	}
 	if len(rows) != len(ids) {
 		var dups []string
