@@ -34,9 +34,6 @@ func startEnvironment(ctx context.Context, cfg *Config, log *slog.Logger) (*envi
 		return env, nil
 	}
 	hubs := spec.Hubs
-	if len(hubs) == 0 {
-		hubs = map[string]int{"orders": 4}
-	}
 	names := make([]string, 0, len(hubs))
 	for name := range hubs {
 		names = append(names, name)
@@ -62,9 +59,6 @@ func startEnvironment(ctx context.Context, cfg *Config, log *slog.Logger) (*envi
 
 	if spec.Demo != nil {
 		hub := spec.Demo.EventHub
-		if hub == "" {
-			hub = names[0]
-		}
 		if _, ok := hubs[hub]; !ok {
 			env.close()
 			return nil, fmt.Errorf("emulator.demo.eventhub: no hub %q in emulator.hubs", hub)
@@ -83,15 +77,11 @@ func (env *environment) startDemo(ctx context.Context, hub string, spec DemoSpec
 	if err != nil {
 		return fmt.Errorf("emulator.demo: %w", err)
 	}
-	rate := spec.Rate
-	if rate == 0 {
-		rate = 20
-	}
 	dctx, cancel := context.WithCancel(ctx)
 	env.wg.Add(1)
 	go func() {
 		defer env.wg.Done()
-		n, err := produce.Demo(dctx, producer, produce.DemoOptions{Count: spec.Count, Rate: rate, Keys: spec.Keys, Logger: log})
+		n, err := produce.Demo(dctx, producer, produce.DemoOptions{Count: spec.Count, Rate: spec.Rate, Keys: spec.Keys, Logger: log})
 		if err != nil && dctx.Err() == nil {
 			env.fail(fmt.Errorf("emulator.demo: after %d events: %w", n, err))
 		}

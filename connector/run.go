@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -41,6 +40,7 @@ func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 	if reg == nil {
 		reg = sinks.Default()
 	}
+	cfg = cfg.withDefaults() // a config built by hand gets what Load would give it
 	specs, err := selectConnectors(cfg, opts.Connectors)
 	if err != nil {
 		return err
@@ -157,12 +157,8 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	}
 	store = aliasNamespace(store, actualNamespace, info.Namespace)
 
-	var dead DeadLetterStore
-	dir := spec.Errors.DeadLetter.Dir
-	if dir == "" {
-		dir = filepath.Join(".ehsink", "dead-letters", spec.Name)
-	}
-	if dead, err = NewFileDeadLetters(dir); err != nil {
+	dead, err := NewFileDeadLetters(spec.Errors.DeadLetter.Dir)
+	if err != nil {
 		return fail("errors.dead_letter", err)
 	}
 

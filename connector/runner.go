@@ -128,10 +128,10 @@ func (r *Runner) Watermark(partition string) (*sinks.Position, bool) {
 type partitionRun struct {
 	r    *Runner
 	wmMu sync.Mutex // guards watermark against Runner.Watermark
-	p   sinks.Writer
-	src Partition
-	log *slog.Logger
-	met *partitionMetrics
+	p    sinks.Writer
+	src  Partition
+	log  *slog.Logger
+	met  *partitionMetrics
 
 	watermark     *sinks.Position // what the sink has committed
 	written       bool            // events written since the last flush

@@ -18,10 +18,6 @@ import (
 // new name and start over.
 const EmulatorNamespace = "emulator"
 
-// DefaultCheckpointDir is where the file checkpoint store lives when the
-// config names no store.
-const DefaultCheckpointDir = ".ehsink/checkpoints"
-
 // NewCheckpointStore builds the store a connector's checkpoint spec names —
 // Azure Blob Storage or local files — wrapped so that names are lowercase
 // (readable by the other Azure SDKs and KEDA, with as-written state migrated).
@@ -43,7 +39,7 @@ func NewCheckpointStore(ctx context.Context, spec CheckpointSpec, log *slog.Logg
 		}
 		store = bs
 	} else {
-		dir := DefaultCheckpointDir
+		dir := defaultCheckpointDir
 		if spec.File != nil && spec.File.Dir != "" {
 			dir = spec.File.Dir
 		}
