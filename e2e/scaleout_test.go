@@ -245,12 +245,14 @@ connectors:
 		}
 		return victim != "" && len(readOutput(t, outDir)) > 0
 	}, a, b)
-	// which process is the victim's owner ID? A's logs name its owner.
+	// Which process is the victim? Each replica names its own owner ID when
+	// its connector starts (other lines may name the other replica's, as
+	// the new owner of a partition it lost).
 	killed, survivor := a, b
-	if !logsMention(b, victim) {
-		killed, survivor = a, b
-	} else {
+	if ownerOf(b) == victim {
 		killed, survivor = b, a
+	} else if ownerOf(a) != victim {
+		t.Fatalf("owner %s is neither replica's (%s, %s)", victim, ownerOf(a), ownerOf(b))
 	}
 	if err := killed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -342,6 +344,23 @@ func distinct(rows []row) map[string]int {
 		m[r.OrderID]++
 	}
 	return m
+}
+
+// ownerOf returns the owner ID the replica logged when its connector started.
+func ownerOf(r *replica) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.logs {
+		if !strings.Contains(l, `msg="connector started"`) {
+			continue
+		}
+		for _, f := range strings.Fields(l) {
+			if id, ok := strings.CutPrefix(f, "owner="); ok {
+				return id
+			}
+		}
+	}
+	return ""
 }
 
 func logsMention(r *replica, s string) bool {
