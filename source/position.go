@@ -102,3 +102,20 @@ func checkResume(partition string, pos sinks.Position, r partitionRange, policy 
 	return sinks.Position{}, problem, fmt.Errorf("partition %s: %w: %s; set source.on_invalid_checkpoint to earliest or latest to start over (or move the checkpoint with `ehsink checkpoints reset`)",
 		partition, ErrInvalidCheckpoint, problem)
 }
+
+// checkWatermark refuses to start a partition whose sink already holds
+// events past the partition's last one, whatever the policy: the sink's
+// state belongs to an earlier incarnation of the event hub, and starting
+// over would make the sink drop the new events up to its watermark as
+// replays. Only the operator can decide to clear that state.
+func checkWatermark(partition string, wm *sinks.Position, r partitionRange) error {
+	last := r.Last
+	if r.Empty && last < r.Begin-1 {
+		last = r.Begin - 1
+	}
+	if wm == nil || wm.SequenceNumber <= last {
+		return nil
+	}
+	return fmt.Errorf("partition %s: %w: the sink already holds events up to sequence number %d, past the last event of the partition (sequence number %d): the event hub was probably recreated or the emulator wiped. Starting over would make the sink skip the new events up to %d as replays, whatever source.on_invalid_checkpoint says; clear the sink's state for this partition (its watermark) or write to a new destination, then start again",
+		partition, ErrInvalidCheckpoint, wm.SequenceNumber, last, wm.SequenceNumber)
+}

@@ -131,3 +131,31 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckWatermark(t *testing.T) {
+	r := partitionRange{Begin: 0, Last: 9}
+	tests := []struct {
+		name    string
+		wm      *sinks.Position
+		wantErr bool
+	}{
+		{"no watermark", nil, false},
+		{"inside the partition", &sinks.Position{SequenceNumber: 5}, false},
+		{"at the last event", &sinks.Position{SequenceNumber: 9}, false},
+		{"past the end: the hub was recreated", &sinks.Position{SequenceNumber: 500}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkWatermark("3", tt.wm, r)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("checkWatermark = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil && (!errors.Is(err, ErrInvalidCheckpoint) || !strings.Contains(err.Error(), "partition 3") || !strings.Contains(err.Error(), "500")) {
+				t.Fatalf("error %q does not name the partition, the watermark and ErrInvalidCheckpoint", err)
+			}
+		})
+	}
+	if err := checkWatermark("0", &sinks.Position{SequenceNumber: 0}, partitionRange{Begin: 0, Last: -1, Empty: true}); err == nil {
+		t.Fatal("a sink holding seq 0 of an empty partition must be refused")
+	}
+}

@@ -148,11 +148,15 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 		s.log.Warn("cannot resume partition", "partition", id, "err", err)
 		return nil, err
 	}
-	checked, problem, err := checkResume(id, *pos, partitionRange{
+	pr := partitionRange{
 		Begin: props.BeginningSequenceNumber,
 		Last:  props.LastEnqueuedSequenceNumber,
 		Empty: props.IsEmpty,
-	}, s.policy)
+	}
+	checked, problem, err := checkResume(id, *pos, pr, s.policy)
+	if err == nil {
+		err = checkWatermark(id, wm, pr)
+	}
 	if err != nil {
 		err = fmt.Errorf("event hub %q consumer group %q: %w", s.hub, s.opts.ConsumerGroup, err)
 		r.fail(err)
