@@ -67,16 +67,19 @@ func runProcessor(ctx context.Context, t *testing.T, connStr string, store azeve
 					if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 						err = nil
 					}
+					// Checkpoint before reporting: the caller stops the
+					// processor as soon as it has seen the last event, and the
+					// restart must find that event's checkpoint.
+					if len(evs) > 0 {
+						if err := pc.UpdateCheckpoint(ctx, evs[len(evs)-1], nil); err != nil && ctx.Err() == nil {
+							t.Errorf("UpdateCheckpoint: %v", err)
+						}
+					}
 					for _, ev := range evs {
 						select {
 						case out <- received{pc.PartitionID(), ev.SequenceNumber}:
 						case <-ctx.Done():
 							return
-						}
-					}
-					if len(evs) > 0 {
-						if err := pc.UpdateCheckpoint(ctx, evs[len(evs)-1], nil); err != nil && ctx.Err() == nil {
-							t.Errorf("UpdateCheckpoint: %v", err)
 						}
 					}
 					var ehErr *azeventhubs.Error
