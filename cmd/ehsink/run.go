@@ -12,7 +12,7 @@ import (
 	"github.com/ehsink/ehsink/connector"
 )
 
-const runUsage = `Usage: ehsink run [-c connectors.yaml] [--connector NAME]... [--log-level info] [--log-format text|json]
+const runUsage = `Usage: ehsink run [-c connectors.yaml] [--connector NAME]... [--metrics ADDR] [--log-level info] [--log-format text|json]
 
 Runs the connectors declared in the config file (all of them, or those named
 by --connector) until SIGINT or SIGTERM. The first signal stops receiving,
@@ -25,7 +25,10 @@ file are expanded, and EHSINK_ variables override single values, e.g.
 EHSINK_CONNECTORS__ORDERS__SINK__TABLE=orders_v2 (a double underscore
 separates keys; a connector is named by its name or index). Logs go to
 stderr, never stdout (which the stdout sink may use). --log-level debug also
-logs the Azure SDK, with keys and signatures redacted.
+logs the Azure SDK, with keys and signatures redacted. --metrics serves
+Prometheus metrics at http://ADDR/metrics (events committed, skipped and
+dead-lettered, flush time, watermarks, checkpoints, owned partitions) and
+/healthz.
 
 Exit status: 0 stopped cleanly, 1 a connector failed, 2 bad usage or config.
 `
@@ -38,6 +41,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&names, "connector", "run only the connector `NAME` (repeatable; default all)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log `format`: text or json")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on `ADDR` (e.g. 127.0.0.1:9464); default off")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -59,8 +63,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// goroutines may still log while the process exits.
 	bridgeAzureLogs(logger)
 
+	opts := connector.RunOptions{Connectors: names, Logger: logger}
+	if *metricsAddr != "" {
+		met, stop, err := metricsServer(*metricsAddr, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "ehsink run: %v\n", err)
+			return exitFailure
+		}
+		defer stop()
+		opts.Metrics = met
+	}
 	logger.Info("starting", "config", *path, "connectors", len(cfg.Connectors), "selected", []string(names))
-	err = connector.Run(ctx, cfg, connector.RunOptions{Connectors: names, Logger: logger})
+	err = connector.Run(ctx, cfg, opts)
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Stopped by a signal while still starting (dialling, claiming):
 		// nothing was in flight, so this is a clean stop too.
