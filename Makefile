@@ -20,7 +20,7 @@ run: build ## run the connectors in connectors.yaml (the shipped one needs nothi
 test: tools unit fuzz ## everything CI runs: services, unit and integration tests (-race), short fuzzing
 
 unit: ## go test -race over every package (PostgreSQL and Azurite are started by the tests)
-	$(GO) test -race -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each (a failure is rerun once: a real crasher is kept in testdata and fails again)
 	@set -e; for pkg in $$($(GO) list ./...); do \

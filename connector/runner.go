@@ -186,6 +186,10 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 			return r.errorf(src, "receive: %w", rerr)
 		}
 		if err := pr.handle(ctx, events); err != nil {
+			if errors.Is(err, sinks.ErrFenced) {
+				log.Warn("another writer committed this partition; giving it up", "error", err)
+				return nil
+			}
 			if ctx.Err() != nil {
 				return pr.drain(ctx)
 			}
@@ -365,6 +369,10 @@ func (pr *partitionRun) drain(ctx context.Context) error {
 	defer cancel()
 	if pr.written {
 		if err := pr.flush(dctx); err != nil {
+			if errors.Is(err, sinks.ErrFenced) {
+				pr.log.Warn("another writer committed this partition; not checkpointing", "error", err)
+				return nil
+			}
 			return err
 		}
 	}

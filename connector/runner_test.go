@@ -412,3 +412,34 @@ func TestRunnerWatermarkWhileRunning(t *testing.T) {
 		t.Fatal("Watermark still answered after the partition stopped")
 	}
 }
+
+// TestRunnerFencedGivesUp: a flush that reports another writer committed the
+// partition ends the partition quietly, without a checkpoint past what this
+// run committed.
+func TestRunnerFencedGivesUp(t *testing.T) {
+	sink := sinktest.NewMemory()
+	flushes := 0
+	sink.SetFault(func(at sinktest.FaultPoint, p string) error {
+		if at != sinktest.BeforeCommit {
+			return nil
+		}
+		flushes++
+		if flushes == 3 {
+			return fmt.Errorf("seq overlaps a newer file: %w", sinks.ErrFenced)
+		}
+		return nil
+	})
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(13, 14)), cancel)
+	r, _ := NewRunner(RunnerOptions{Sink: sink})
+	if err := r.RunPartition(ctx, p); err != nil {
+		t.Fatalf("RunPartition after a fenced flush = %v, want nil", err)
+	}
+	committed := sink.Committed("0")
+	pos, _ := store.get("0")
+	if flushes != 3 || len(committed) == 0 || pos.SequenceNumber != committed[len(committed)-1] {
+		t.Fatalf("flushes %d, checkpoint %d, committed up to %v", flushes, pos.SequenceNumber, head(committed))
+	}
+}

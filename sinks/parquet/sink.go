@@ -129,45 +129,50 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	} else if n > 0 {
 		w.log.Info("removed temporary files of an unfinished commit", "count", n)
 	}
+	w.dataM = dataM
 	objs, err := s.store.list(ctx, dataM.prefix)
 	if err != nil {
 		return fail(err)
 	}
-	var newest *object
-	var wm int64 = -1
-	type dlFile struct {
-		name string
-		last int64
-	}
-	var dls []dlFile
-	for i, o := range objs {
-		if _, last, ok := dataM.match(o.name); ok {
-			if last > wm {
-				wm, newest = last, &objs[i]
-			}
-		} else if _, last, ok := dlM.match(o.name); ok {
-			dls = append(dls, dlFile{o.name, last})
-		}
-	}
-	for _, d := range dls {
-		if d.last > wm {
-			if err := s.store.remove(ctx, d.name); err != nil {
+	wm, newest := newestData(objs, dataM)
+	for _, o := range objs {
+		if _, last, ok := dlM.match(o.name); ok && last > wm {
+			if err := s.store.remove(ctx, o.name); err != nil {
 				return fail(err)
 			}
-			w.log.Info("removed dead letters of an unfinished commit", "file", d.name)
+			w.log.Info("removed dead letters of an unfinished commit", "file", o.name)
 		}
 	}
 	if newest != nil {
-		pos := &sinks.Position{SequenceNumber: wm}
-		meta, err := readKeyValues(ctx, s.store, newest.name, newest.size)
-		if err != nil {
+		if w.watermark, err = s.positionOf(ctx, newest, wm); err != nil {
 			return fail(err)
 		}
-		pos.Offset = meta[metaLastOffset]
-		w.watermark = pos
 		w.log.Debug("resuming after committed file", "file", newest.name, "seq", wm)
 	}
 	return w, w.watermark, nil
+}
+
+// newestData returns the last sequence number of the newest data file among
+// objs (-1 when there is none) and that file.
+func newestData(objs []object, dataM *matcher) (int64, *object) {
+	var newest *object
+	var wm int64 = -1
+	for i, o := range objs {
+		if _, last, ok := dataM.match(o.name); ok && last > wm {
+			wm, newest = last, &objs[i]
+		}
+	}
+	return wm, newest
+}
+
+// positionOf is the watermark a committed data file stands for: its last
+// sequence number, and the offset kept in its footer.
+func (s *Sink) positionOf(ctx context.Context, o *object, last int64) (*sinks.Position, error) {
+	meta, err := readKeyValues(ctx, s.store, o.name, o.size)
+	if err != nil {
+		return nil, err
+	}
+	return &sinks.Position{SequenceNumber: last, Offset: meta[metaLastOffset]}, nil
 }
 
 // tempTag names the temporary files of one connector's partition, so that

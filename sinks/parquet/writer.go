@@ -21,6 +21,7 @@ type writer struct {
 	log       *slog.Logger
 	partition string
 	vars      nameVars
+	dataM     *matcher // recognises this partition's data files
 	tag       string
 	// watermark is the last committed position, nil before the first commit.
 	watermark *sinks.Position
@@ -255,6 +256,15 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		}
 		f.footerDone = true
 	}
+	if !f.dlCommitted {
+		// Fence: another owner of the partition (a steal, a paused process
+		// waking up) may have committed since this writer's watermark was
+		// read. The file's rows are already written, so a file that
+		// overlaps a newer commit is dropped whole rather than trimmed.
+		if pos, err := w.fence(ctx, f); err != nil || pos != nil {
+			return pos, err
+		}
+	}
 	if f.dl != nil && !f.dlCommitted {
 		dlName := w.s.dlTmpl.render(vars)
 		if err := f.dl.commit(ctx, dlName); err != nil {
@@ -269,6 +279,34 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	w.file = nil
 	w.log.Debug("committed file", "file", name, "rows", f.rows, "dead_letters", f.dlLines, "first_seq", f.first, "last_seq", f.last)
 	return w.watermark, nil
+}
+
+// fence checks the committed files of the partition against the open file
+// f. If another writer committed all of f's range, f is discarded and the
+// newer watermark returned; if it committed part of it, f is discarded and
+// the error wraps sinks.ErrFenced, so the runner gives the partition up and
+// resumes after the newer commit. Otherwise both results are nil.
+func (w *writer) fence(ctx context.Context, f *openFile) (*sinks.Position, error) {
+	objs, err := w.s.store.list(ctx, w.dataM.prefix)
+	if err != nil {
+		return nil, fmt.Errorf("connector %q partition %s: list committed files: %w", w.s.info.Connector, w.partition, err)
+	}
+	last, newest := newestData(objs, w.dataM)
+	if last < f.first {
+		return nil, nil
+	}
+	w.discard()
+	if last < f.last {
+		return nil, fmt.Errorf("connector %q partition %s: seq %d..%d overlaps a file another writer committed up to seq %d: %w",
+			w.s.info.Connector, w.partition, f.first, f.last, last, sinks.ErrFenced)
+	}
+	pos, err := w.s.positionOf(ctx, newest, last)
+	if err != nil {
+		return nil, fmt.Errorf("connector %q partition %s: %w", w.s.info.Connector, w.partition, err)
+	}
+	w.watermark = pos
+	w.log.Info("another writer committed this range first; dropped ours", "first_seq", f.first, "last_seq", f.last, "committed_seq", last)
+	return pos, nil
 }
 
 // Close discards the open file, if any: nothing of it becomes visible. The
