@@ -199,7 +199,7 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 }
 
 func (r *Runner) errorf(src Partition, format string, args ...any) error {
-	return fmt.Errorf("connector %q partition %s: %s", r.opts.Connector, src.ID(), fmt.Errorf(format, args...))
+	return fmt.Errorf("connector %q partition %s: %w", r.opts.Connector, src.ID(), fmt.Errorf(format, args...))
 }
 
 func (r *Runner) openWriter(ctx context.Context, partition string) (w sinks.Writer, wm *sinks.Position, err error) {
