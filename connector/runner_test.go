@@ -443,3 +443,47 @@ func TestRunnerFencedGivesUp(t *testing.T) {
 		t.Fatalf("flushes %d, checkpoint %d, committed up to %v", flushes, pos.SequenceNumber, head(committed))
 	}
 }
+
+// TestRunnerCheckpointPolicy: checkpoints are spaced by events or time, and
+// a partition that stops cleanly always checkpoints what it committed.
+func TestRunnerCheckpointPolicy(t *testing.T) {
+	tests := []struct {
+		name     string
+		events   int
+		interval time.Duration
+		min, max int // bounds on the number of checkpoints for 200 events
+	}{
+		{"every flush", 0, 0, 25, 200},
+		{"every 50 events", 50, 0, 4, 5},
+		{"every hour", 0, time.Hour, 1, 1}, // only the final one
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := sinktest.NewMemory()
+			store := &memCheckpoints{pos: map[string]sinks.Position{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			p := newMemPartition("0", 200, store, rand.New(rand.NewPCG(21, 22)), cancel)
+			var ckpts []int64
+			p.onCkpt = func(pos sinks.Position) { ckpts = append(ckpts, pos.SequenceNumber) }
+			clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			r, _ := NewRunner(RunnerOptions{Sink: sink, CheckpointEveryEvents: tt.events, CheckpointEveryInterval: tt.interval,
+				now: func() time.Time { clock = clock.Add(time.Second); return clock }})
+			if err := r.RunPartition(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if len(ckpts) < tt.min || len(ckpts) > tt.max {
+				t.Fatalf("%d checkpoints %v, want %d to %d", len(ckpts), ckpts, tt.min, tt.max)
+			}
+			if last := ckpts[len(ckpts)-1]; last != 199 {
+				t.Fatalf("final checkpoint %d, want 199", last)
+			}
+			if tt.events > 0 {
+				for i := 1; i < len(ckpts)-1; i++ {
+					if ckpts[i]-ckpts[i-1] < int64(tt.events) {
+						t.Fatalf("checkpoints %v closer than %d events", ckpts, tt.events)
+					}
+				}
+			}
+		})
+	}
+}
