@@ -21,7 +21,7 @@ func TestNeverPrinted(t *testing.T) {
 	outs := map[string]string{
 		"%v": fmt.Sprintf("%v", s), "%s": fmt.Sprintf("%s", s), "%#v": fmt.Sprintf("%#v", s),
 		"struct %+v": fmt.Sprintf("%+v", struct{ C String }{s}),
-		"slog": logs.String(), "json": string(j),
+		"slog":       logs.String(), "json": string(j),
 	}
 	for how, out := range outs {
 		if strings.Contains(out, "hunter2") || !strings.Contains(out, Redacted) {
