@@ -17,7 +17,7 @@ build: ## build bin/ehsink
 run: build ## run the connectors in connectors.yaml (the shipped one needs nothing but Go)
 	./$(BIN) run -c $(CONFIG)
 
-test: tools unit fuzz ## everything CI runs: services, unit and integration tests (-race), short fuzzing
+test: tools lint unit fuzz ## everything CI runs: services, gofmt + vet, unit and integration tests (-race), short fuzzing
 
 unit: ## go test -race over every package (PostgreSQL and Azurite are started by the tests)
 	$(GO) test -race -count=1 -timeout 30m ./...
