@@ -53,7 +53,7 @@ type Sink struct {
 	upsert bool
 
 	target    pgx.Identifier
-	copyCols  []string // mapped columns, then the hidden ones in upsert mode
+	copyCols  []string // mapped columns, then _ehsink_seq in upsert mode
 	keyIdx    []int    // positions of the key columns in a row
 	nulCheck  []int    // string columns: PostgreSQL text cannot hold NUL
 	jsonCheck []int    // json columns: jsonb cannot hold \u0000
@@ -61,6 +61,9 @@ type Sink struct {
 	watermarks, deadLetters pgx.Identifier
 	sqlReadWM, sqlInsertWM  string
 	sqlAdvanceWM, sqlUpsert string
+	copyTable               pgx.Identifier // the target, or the staging table for upserts
+	sqlCopy                 string         // COPY copyTable (copyCols) FROM STDIN BINARY
+	sqlDescribeCopy         string         // SELECT copyCols FROM copyTable, for the column types
 
 	// faults, when set (by tests only), is called at each fault point of
 	// a flush; an error aborts the flush there, as a crash would.
@@ -109,12 +112,20 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 		}
 	}
 	if s.upsert {
-		s.copyCols = append(s.copyCols, partitionColumn, seqColumn)
+		// The partition is the same for every row of a flush: the merge
+		// takes it as a parameter rather than from each staged row.
+		s.copyCols = append(s.copyCols, seqColumn)
 		for _, k := range c.Key {
 			s.keyIdx = append(s.keyIdx, cols.Index(k))
 		}
 		s.sqlUpsert = upsertSQL(s.target, s.copyCols, c.Key)
 	}
+	s.copyTable = s.target
+	if s.upsert {
+		s.copyTable = pgx.Identifier{stageTableName}
+	}
+	s.sqlCopy = copySQL(s.copyTable, s.copyCols)
+	s.sqlDescribeCopy = describeSQL(s.copyTable, s.copyCols)
 	s.watermarks = qualify(s.target, watermarkTableName)
 	s.deadLetters = qualify(s.target, deadLetterTableName)
 	s.sqlReadWM = readWatermarkSQL(s.watermarks)
@@ -197,7 +208,7 @@ func (s *Sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 		if _, err := tx.Exec(ctx, createStageSQL(s.target, s.copyCols)); err != nil {
 			return errf("staging table: %w", classify(err))
 		}
-		if _, err := tx.Exec(ctx, s.sqlUpsert); err != nil {
+		if _, err := tx.Exec(ctx, s.sqlUpsert, ""); err != nil {
 			return errf("key (%s) must be the primary key or have a unique index: %w", strings.Join(s.cfg.Key, ", "), classify(err))
 		}
 	}

@@ -195,17 +195,30 @@ func createStageSQL(target pgx.Identifier, copyCols []string) string {
 		quoteList(copyCols) + ` FROM ` + target.Sanitize() + ` WITH NO DATA`
 }
 
+// copySQL copies rows in the binary format into table.
+func copySQL(table pgx.Identifier, cols []string) string {
+	return `COPY ` + table.Sanitize() + ` (` + quoteList(cols) + `) FROM STDIN BINARY`
+}
+
+// describeSQL selects the copied columns; its description gives their
+// types for the binary encoding.
+func describeSQL(table pgx.Identifier, cols []string) string {
+	return `SELECT ` + quoteList(cols) + ` FROM ` + table.Sanitize()
+}
+
 // upsertSQL merges the staging table into the target, guarded by the
-// hidden ordering columns.
+// hidden ordering columns. The staging table holds copyCols (the mapped
+// columns and _ehsink_seq); the partition of the flush is $1.
 func upsertSQL(target pgx.Identifier, copyCols, key []string) string {
+	p, s := quote(partitionColumn), quote(seqColumn)
 	var set []string
 	for _, c := range copyCols {
 		if !contains(key, c) {
 			set = append(set, quote(c)+" = EXCLUDED."+quote(c))
 		}
 	}
-	p, s := quote(partitionColumn), quote(seqColumn)
-	return `INSERT INTO ` + target.Sanitize() + ` AS t (` + quoteList(copyCols) + `) SELECT ` + quoteList(copyCols) +
+	set = append(set, p+" = EXCLUDED."+p)
+	return `INSERT INTO ` + target.Sanitize() + ` AS t (` + quoteList(copyCols) + `, ` + p + `) SELECT ` + quoteList(copyCols) + `, $1::text` +
 		` FROM ` + quote(stageTableName) + ` ON CONFLICT (` + quoteList(key) + `) DO UPDATE SET ` + strings.Join(set, ", ") +
 		` WHERE t.` + s + ` IS NULL OR t.` + p + ` IS DISTINCT FROM EXCLUDED.` + p + ` OR t.` + s + ` < EXCLUDED.` + s
 }

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/mapping"
@@ -51,6 +52,7 @@ type writer struct {
 	dead      []deadLetter
 	closed    bool
 	keyBuf    []byte
+	enc       copyEncoder
 }
 
 var _ sinks.DeadLetterer = (*writer)(nil)
@@ -92,8 +94,7 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			continue
 		}
 		if w.s.upsert {
-			r.vals[ncols] = ev.Partition
-			r.vals[ncols+1] = ev.SequenceNumber
+			r.vals[ncols] = ev.SequenceNumber
 		}
 		r.pos = ev.Position()
 		w.n++
@@ -283,14 +284,12 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 		}
 		pooled.Release()
 	}()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return to, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-
 	// The fence first: it takes the watermark row's lock, so a second
-	// owner waits here rather than after copying its rows.
+	// owner waits here rather than after copying its rows. BEGIN and the
+	// fence travel in one round trip, and so do the merge and COMMIT at
+	// the end; a failed statement makes the server skip the rest of its
+	// batch, and the failed flush closes the connection, which rolls the
+	// transaction back.
 	key := s.wmKey(w.partition)
 	var sql string
 	args := append(key, to.SequenceNumber, to.Offset)
@@ -300,12 +299,15 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 		sql = s.sqlAdvanceWM
 		args = append(args, w.wm.SequenceNumber)
 	}
-	tag, err := tx.Exec(ctx, sql, args...)
+	begin := &pgx.Batch{}
+	begin.Queue("BEGIN")
+	begin.Queue(sql, args...)
+	tag, err := runBatch(ctx, conn, begin, []string{"begin", "watermark"})
 	if err != nil {
-		return to, fmt.Errorf("watermark: %w", err)
+		return to, err
 	}
 	if tag.RowsAffected() != 1 {
-		if err := tx.Rollback(ctx); err == nil {
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err == nil {
 			failed = false // a clean rollback: the connection is fine
 		}
 		return to, errFenceLost
@@ -314,33 +316,52 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 		return to, err
 	}
 	if w.n > 0 {
-		src := &rowSource{rows: w.rows[:w.n], i: -1}
-		if !s.upsert {
-			if _, err := tx.CopyFrom(ctx, s.target, s.copyCols, src); err != nil {
-				return to, fmt.Errorf("copy: %w", err)
-			}
-		} else {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTableName}, s.copyCols, src); err != nil {
+		if err := w.enc.copyRows(ctx, conn, s.copyTable, s.copyCols, s.sqlDescribeCopy, s.sqlCopy, w.rows[:w.n]); err != nil {
+			if s.upsert {
 				return to, fmt.Errorf("copy to staging table: %w", err)
 			}
-			if _, err := tx.Exec(ctx, s.sqlUpsert); err != nil {
-				return to, fmt.Errorf("upsert: %w", err)
-			}
+			return to, fmt.Errorf("copy: %w", err)
 		}
 	}
 	if len(w.dead) > 0 {
-		if _, err := tx.CopyFrom(ctx, s.deadLetters, deadLetterColumns(), &deadSource{w: w, i: -1}); err != nil {
+		if _, err := conn.CopyFrom(ctx, s.deadLetters, deadLetterColumns(), &deadSource{w: w, i: -1}); err != nil {
 			return to, fmt.Errorf("dead letters: %w", err)
 		}
 	}
 	if err := s.fault(faultBeforeCommit); err != nil {
 		return to, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return to, fmt.Errorf("commit: %w", err)
+	end, names := &pgx.Batch{}, []string{"commit"}
+	if s.upsert && w.n > 0 {
+		end.Queue(s.sqlUpsert, w.partition)
+		names = []string{"upsert", "commit"}
+	}
+	end.Queue("COMMIT")
+	if tag, err = runBatch(ctx, conn, end, names); err != nil {
+		return to, err
+	}
+	if tag.String() != "COMMIT" {
+		return to, fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
 	}
 	failed = false
 	return to, nil
+}
+
+// runBatch sends b in one round trip and returns the command tag of its
+// last statement, or the first error, prefixed with the name of its
+// statement in names.
+func runBatch(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, names []string) (pgconn.CommandTag, error) {
+	br := conn.SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	for i := range b.Len() {
+		t, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return tag, fmt.Errorf("%s: %w", names[i], err)
+		}
+		tag = t
+	}
+	return tag, br.Close()
 }
 
 // rowKey encodes the key columns of a row as a map key. Values of one
@@ -383,6 +404,7 @@ func (w *writer) rowKey(r *bufRow) string {
 func (w *writer) Close(ctx context.Context) error {
 	w.closed = true
 	w.rows, w.dead, w.n = nil, nil, 0
+	w.enc = copyEncoder{}
 	return nil
 }
 

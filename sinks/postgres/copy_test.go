@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ehsink/ehsink/mapping"
+)
+
+// TestCopyEncoder copies the same rows through the encoder's own binary
+// path and through pgx's (which it falls back to for values it has no
+// plan for, such as a typed nil), in every query mode, and checks both
+// store the same values.
+func TestCopyEncoder(t *testing.T) {
+	dsn := newDB(t)
+	execSQL(t, dsn, `CREATE TABLE enc (id bigint, s text, d numeric(12,2), n integer, f double precision, ts timestamptz, b boolean, j jsonb, raw bytea, u uuid)`)
+	cols := []string{"id", "s", "d", "n", "f", "ts", "b", "j", "raw", "u"}
+	dec := mapping.Decimal{Coef: -1250, Scale: 2}
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
+	row := func(id int64, raw []byte) bufRow {
+		return bufRow{vals: []any{id, "é\"x", dec, int32(7), 1.5, ts, true, json.RawMessage(`{"a":[1,null]}`), raw,
+			[16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}}
+	}
+	nulls := bufRow{vals: make([]any, len(cols))}
+	table := pgx.Identifier{"enc"}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := testCtx(t)
+			execSQL(t, dsn, `TRUNCATE enc`)
+			cc, err := pgx.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc.DefaultQueryExecMode = mode
+			conn, err := pgx.ConnectConfig(ctx, cc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			registerTypes(conn)
+			var e copyEncoder
+			cp := copySQL(table, cols)
+			desc := describeSQL(table, cols)
+			fast := []bufRow{row(1, []byte{0, 1}), nulls}
+			if err := e.encode(conn.TypeMap(), mustDescribe(t, conn, desc), fast); err != nil {
+				t.Fatalf("encode: %v, want the encoder's own path", err)
+			}
+			slow := []bufRow{row(2, []byte(nil))} // a typed nil: pgx's rules
+			if err := e.encode(conn.TypeMap(), mustDescribe(t, conn, desc), slow); !errors.Is(err, errSlowPath) {
+				t.Fatalf("encode of a typed nil: %v, want errSlowPath", err)
+			}
+			for _, rows := range [][]bufRow{fast, slow, {row(3, []byte{0, 1})}} {
+				if err := e.copyRows(ctx, conn, table, cols, desc, cp, rows); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var distinct, n int64
+			q := `SELECT count(DISTINCT (s, d, n, f, ts, b, j, u)), count(*) FILTER (WHERE raw = '\x0001') FROM enc WHERE id IS NOT NULL`
+			if err := conn.QueryRow(ctx, q).Scan(&distinct, &n); err != nil {
+				t.Fatal(err)
+			}
+			if distinct != 1 || n != 2 {
+				t.Fatalf("rows 1..3 differ (%d distinct, want 1) or lost bytea (%d, want 2)", distinct, n)
+			}
+			var got string
+			q = `SELECT concat_ws('|', s, d, n, f, ts AT TIME ZONE 'UTC', b, j, u, raw IS NULL) FROM enc WHERE id = 2`
+			if err := conn.QueryRow(ctx, q).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			want := `é"x|-12.50|7|1.5|2026-01-02 03:04:05.6|t|{"a": [1, null]}|01020304-0506-0708-090a-0b0c0d0e0f10|t`
+			if got != want {
+				t.Fatalf("row 2 = %s, want %s", got, want)
+			}
+			var allNull bool
+			if err := conn.QueryRow(ctx, `SELECT num_nulls(id, s, d, n, f, ts, b, j, raw, u) = 10 FROM enc WHERE id IS NULL`).Scan(&allNull); err != nil || !allNull {
+				t.Fatalf("the row of NULLs: %v, %v", allNull, err)
+			}
+		})
+	}
+}
+
+func mustDescribe(t *testing.T, conn *pgx.Conn, sql string) []pgconn.FieldDescription {
+	t.Helper()
+	sd, err := conn.Prepare(testCtx(t), "", sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sd.Fields
+}
