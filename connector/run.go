@@ -129,9 +129,6 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if viaEmulator {
 		info.Namespace = EmulatorNamespace
 	}
-	if info.ConsumerGroup == "" {
-		info.ConsumerGroup = azeventhubs.DefaultConsumerGroup
-	}
 
 	driver, err := reg.Lookup(spec.Sink.Type)
 	if err != nil {
