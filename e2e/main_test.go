@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// binary is the ehsink executable built by TestMain.
-var binary string
+// binary is the ehsink executable built by TestMain, from the module at root.
+var binary, root string
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -28,7 +28,7 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
 		return 1
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
+	root = filepath.Dir(strings.TrimSpace(string(out)))
 	binary = filepath.Join(dir, "ehsink")
 	build := exec.Command("go", "build", "-o", binary, "./cmd/ehsink")
 	build.Dir = root

@@ -1,0 +1,144 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestShippedConfigRunsAndResumes runs the repository's connectors.yaml as
+// `make run` does, twice, each stopped by one SIGINT: both runs exit 0, the
+// stdout connector prints every event once across the two runs (the second
+// run resumes, it does not restart), and the Parquet connector's files
+// cover each partition's events without overlap.
+func TestShippedConfigRunsAndResumes(t *testing.T) {
+	dir := t.TempDir()
+	shipped, err := os.ReadFile(filepath.Join(root, "connectors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "connectors.yaml")
+	if err := os.WriteFile(cfg, shipped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	type key struct {
+		partition string
+		seq       int64
+	}
+	seen := map[key]int{}
+	for run := 1; run <= 2; run++ {
+		lines := runShipped(t, ctx, cfg, 10)
+		for _, l := range lines {
+			var ev struct {
+				Partition      string          `json:"partition"`
+				SequenceNumber int64           `json:"sequence_number"`
+				Body           json.RawMessage `json:"body"`
+			}
+			if err := json.Unmarshal([]byte(l), &ev); err != nil {
+				t.Fatalf("run %d: stdout line %q is not an event envelope: %v", run, l, err)
+			}
+			if !strings.Contains(string(ev.Body), `"order_id"`) {
+				t.Fatalf("run %d: event body %s is not a demo order", run, ev.Body)
+			}
+			seen[key{ev.Partition, ev.SequenceNumber}]++
+		}
+	}
+	// Every partition's events, across both runs, are 0..n once each.
+	last := map[string]int64{}
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("partition %s seq %d printed %d times", k.partition, k.seq, n)
+		}
+		last[k.partition] = max(last[k.partition], k.seq)
+	}
+	for p, l := range last {
+		for s := int64(0); s <= l; s++ {
+			if seen[key{p, s}] == 0 {
+				t.Errorf("partition %s seq %d never printed (last %d)", p, s, l)
+			}
+		}
+	}
+
+	// The Parquet files of each partition cover disjoint ranges.
+	files, err := filepath.Glob(filepath.Join(dir, ".ehsink", "parquet", "orders", "partition=*", "date=*", "*.parquet"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Parquet files written (%v)", err)
+	}
+	rows := readOutput(t, filepath.Join(dir, ".ehsink", "parquet"))
+	if len(rows) == 0 {
+		t.Fatal("the Parquet files hold no rows")
+	}
+	ids := map[string]int{}
+	for _, r := range rows {
+		ids[r.OrderID]++
+		if ids[r.OrderID] > 1 {
+			t.Errorf("order %s written twice to Parquet", r.OrderID)
+		}
+	}
+}
+
+// runShipped runs `ehsink run` in the config's folder until the stdout
+// connector printed at least want lines, stops it with one SIGINT, checks it
+// exits 0, and returns every stdout line.
+func runShipped(t *testing.T, ctx context.Context, cfg string, want int) []string {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "-c", cfg)
+	cmd.Dir = filepath.Dir(cfg)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	enough := make(chan struct{})
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			mu.Lock()
+			lines = append(lines, sc.Text())
+			if len(lines) == want {
+				close(enough)
+			}
+			mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case <-enough:
+	case <-read:
+		t.Fatalf("ehsink run ended before printing %d events:\n%s", want, stderr.String())
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		t.Fatalf("ehsink run printed fewer than %d events:\n%s", want, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-read
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ehsink run after one SIGINT: %v (want exit 0)\n%s", err, stderr.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return lines
+}
