@@ -564,7 +564,7 @@ func (c *conn) writeLoop() {
 		select {
 		case <-c.wake:
 		case <-tick.C:
-			c.appendOut(false, func(dst []byte) []byte { return append(dst, amqp.EmptyFrame...) })
+			c.appendOut(false, amqp.AppendEmptyFrame)
 			continue
 		}
 		c.outMu.Lock()

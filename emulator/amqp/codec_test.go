@@ -286,7 +286,7 @@ func TestFrameHeaderMalformed(t *testing.T) {
 // byte boundary into a reassembling reader and expects the same frames.
 func TestSplitAtEveryCut(t *testing.T) {
 	var stream []byte
-	stream = append(stream, EmptyFrame...)
+	stream = AppendEmptyFrame(stream)
 	for _, tc := range performativeCases {
 		var err error
 		if stream, err = AppendFrame(stream, tc.frameType, 1, tc.p, tc.payload); err != nil {

@@ -25,8 +25,11 @@ const HeaderSize = 8
 // MinMaxFrameSize is the smallest max-frame-size a peer may announce.
 const MinMaxFrameSize = 512
 
-// EmptyFrame is the heartbeat frame: a header and no body.
-var EmptyFrame = []byte{0, 0, 0, 8, 2, FrameAMQP, 0, 0}
+// emptyFrame is the heartbeat frame: a header and no body.
+const emptyFrame = "\x00\x00\x00\x08\x02\x00\x00\x00"
+
+// AppendEmptyFrame appends the heartbeat frame (a header and no body) to dst.
+func AppendEmptyFrame(dst []byte) []byte { return append(dst, emptyFrame...) }
 
 // ProtocolHeader returns the 8-byte protocol header for id.
 func ProtocolHeader(id uint8) []byte { return []byte{'A', 'M', 'Q', 'P', id, 1, 0, 0} }
