@@ -3,8 +3,10 @@ package dedupe
 // Collapse keeps, for every key, only the item with the highest sequence
 // number (the last one on ties), and returns the survivors in their
 // original relative order, which for a partition batch is sequence-number
-// order. It works in place: the result shares items' backing array, and
-// items beyond the result's length are left unspecified.
+// order. It works in place: the result shares items' backing array, and the
+// items not kept are moved behind it, so every element of items is still
+// there exactly once. Callers that reuse buffers held inside their items
+// (a row's value slice) therefore never find two items sharing one.
 //
 // Upsert sinks need it because PostgreSQL refuses to touch one row twice in
 // a single INSERT ... ON CONFLICT DO UPDATE ("command cannot affect row a
@@ -30,7 +32,9 @@ func Collapse[T any, K comparable](items []T, key func(*T) K, seq func(*T) int64
 	out := 0
 	for i := range items {
 		if best[key(&items[i])] == i {
-			items[out] = items[i]
+			// A swap, not a copy: a copy would leave two items holding
+			// the same buffers and lose the dropped item's.
+			items[out], items[i] = items[i], items[out]
 			out++
 		}
 	}

@@ -37,6 +37,41 @@ func TestCollapse(t *testing.T) {
 	}
 }
 
+// TestCollapseKeepsEveryElement: the items not kept stay in the slice, so
+// buffers held inside items are never shared by two of them after a collapse
+// (a pooled row reused by the next batch must not alias a surviving row).
+func TestCollapseKeepsEveryElement(t *testing.T) {
+	type row struct {
+		key  string
+		seq  int64
+		vals *[]int // stands for a row's reused value buffer
+	}
+	keys := []string{"a", "b", "a", "c", "a", "b", "d"}
+	rows := make([]row, len(keys))
+	for i, k := range keys {
+		buf := []int{i}
+		rows[i] = row{key: k, seq: int64(i), vals: &buf}
+	}
+	got := Collapse(rows, func(r *row) string { return r.key }, func(r *row) int64 { return r.seq })
+	var gotSeqs []int64
+	for _, r := range got {
+		gotSeqs = append(gotSeqs, r.seq)
+	}
+	if !reflect.DeepEqual(gotSeqs, []int64{3, 4, 5, 6}) {
+		t.Fatalf("survivors %v, want [3 4 5 6]", gotSeqs)
+	}
+	seen := map[*[]int]bool{}
+	for _, r := range rows { // the whole backing array, kept and dropped
+		if seen[r.vals] {
+			t.Fatalf("two items share one buffer after Collapse: %v", rows)
+		}
+		seen[r.vals] = true
+	}
+	if len(seen) != len(keys) {
+		t.Fatalf("%d distinct buffers left of %d", len(seen), len(keys))
+	}
+}
+
 func BenchmarkCollapse(b *testing.B) {
 	items := make([]item, 500)
 	for i := range items {

@@ -551,3 +551,46 @@ func TestCreateTable(t *testing.T) {
 		t.Fatalf("watermark rows in the target's schema: %d, want 1", n[0])
 	}
 }
+
+// TestUpsertRepeatedKeyThenNewKeys: a flush whose batch repeats a key,
+// followed by a batch of new keys, keeps every key's newest row. (The
+// in-batch collapse once left two buffered rows sharing one value buffer,
+// and the next batch overwrote a row before it was copied.)
+func TestUpsertRepeatedKeyThenNewKeys(t *testing.T) {
+	dsn := newDB(t)
+	s := newTestSink(t, upsertConfig(t, dsn))
+	ctx := testCtx(t)
+	w, _, err := s.Open(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	batches := [][]sinks.Event{
+		{sinktest.Event("0", 0), sinktest.Event("0", 7)}, // one key (c-0) twice
+		{sinktest.Event("0", 8), sinktest.Event("0", 9)}, // keys c-1, c-2
+		{sinktest.Event("0", 14), sinktest.Event("0", 15), sinktest.Event("0", 16)},
+	}
+	for _, b := range batches {
+		if err := w.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := queryInts(t, dsn, `SELECT seq FROM latest ORDER BY seq`)
+	keys := map[int64]int64{} // sinktest keys events by seq % 7 -> newest seq sent
+	for _, b := range batches {
+		for _, ev := range b {
+			keys[ev.SequenceNumber%7] = ev.SequenceNumber
+		}
+	}
+	var wantSeqs []int64
+	for _, seq := range keys {
+		wantSeqs = append(wantSeqs, seq)
+	}
+	slices.Sort(wantSeqs)
+	if !slices.Equal(got, wantSeqs) {
+		t.Fatalf("rows hold seqs %v, want the newest per key %v", got, wantSeqs)
+	}
+}
