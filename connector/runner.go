@@ -19,6 +19,12 @@ import (
 // the sink's watermark.
 var ErrOwnershipLost = errors.New("partition ownership lost")
 
+// ErrDrainIncomplete is matched (errors.Is) by the error of a partition
+// whose drain did not finish: what it held was not committed, or its final
+// checkpoint was not written, within the drain timeout. Nothing is lost (the
+// next owner replays from the sink's watermark), but the stop was not clean.
+var ErrDrainIncomplete = errors.New("drain incomplete")
+
 // Partition is one owned partition as the runner drives it. The source
 // package provides it; tests use an in-memory one.
 type Partition interface {
@@ -136,6 +142,8 @@ type partitionRun struct {
 	watermark     *sinks.Position // what the sink has committed
 	written       bool            // events written since the last flush
 	unflushed     int             // how many events were written since the last flush
+	lastWritten   sinks.Position  // the last event handed to Write
+	ckptErr       error           // why the last checkpoint failed, if it did
 	checkpointed  *sinks.Position // last checkpoint written by this run
 	sinceCkpt     int             // events committed since that checkpoint
 	lastCkptAt    time.Time
@@ -220,12 +228,13 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 			return err
 		}
 	}
-	if !pr.flushDue() {
-		return nil
+	if pr.flushDue() {
+		if err := pr.flush(ctx); err != nil {
+			return err
+		}
 	}
-	if err := pr.flush(ctx); err != nil {
-		return err
-	}
+	// Checked on idle batches too, so an interval policy checkpoints the
+	// last commit of a partition that went quiet.
 	if pr.checkpointDue() {
 		return pr.checkpoint(ctx)
 	}
@@ -239,7 +248,11 @@ func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 	})
 	pr.written = true
 	pr.unflushed += len(events)
+	pr.lastWritten = events[len(events)-1].Position()
 	var be *sinks.BatchError
+	if errors.As(err, &be) && len(be.Failed) == 0 {
+		err = nil // a BatchError that names no event rejects none
+	}
 	if err == nil || !errors.As(err, &be) {
 		if err != nil {
 			return r.errorf(pr.src, "write seq %d-%d: %w", events[0].SequenceNumber, events[len(events)-1].SequenceNumber, err)
@@ -307,6 +320,13 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 		return r.errorf(pr.src, "flush: %w", err)
 	}
 	pr.written = false
+	if wm != nil && wm.Offset == "" && wm.SequenceNumber == pr.lastWritten.SequenceNumber {
+		// A sink may keep only sequence numbers; checkpoint stores need
+		// the offset too, and the runner saw the event.
+		filled := *wm
+		filled.Offset = pr.lastWritten.Offset
+		wm = &filled
+	}
 	var seq *int64
 	if wm != nil {
 		seq = &wm.SequenceNumber
@@ -353,8 +373,10 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 			return err
 		}
 		pr.log.Warn("checkpoint failed; will retry with the next one", "seq", pos.SequenceNumber, "error", err)
+		pr.ckptErr = err
 		return nil
 	}
+	pr.ckptErr = nil
 	pr.met.checkpointed(pos.SequenceNumber)
 	pr.checkpointed, pr.committedNext = pos, nil
 	pr.sinceCkpt = 0
@@ -367,23 +389,26 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 func (pr *partitionRun) drain(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.r.opts.DrainTimeout)
 	defer cancel()
+	// The causes are formatted with %v: a drain cut short by its timeout
+	// must not read as a plain cancellation (context.DeadlineExceeded).
 	if pr.written {
 		if err := pr.flush(dctx); err != nil {
 			if errors.Is(err, sinks.ErrFenced) {
 				pr.log.Warn("another writer committed this partition; not checkpointing", "error", err)
 				return nil
 			}
-			return err
+			return pr.r.errorf(pr.src, "%w: %d events after seq %s not committed (drain timeout %s): %v",
+				ErrDrainIncomplete, pr.unflushed, posText(pr.watermark), pr.r.opts.DrainTimeout, err)
 		}
 	}
 	if err := pr.checkpoint(dctx); err != nil {
 		if errors.Is(err, ErrOwnershipLost) {
 			return nil
 		}
-		return pr.r.errorf(pr.src, "final checkpoint: %w", err)
+		return pr.r.errorf(pr.src, "%w: final checkpoint: %v", ErrDrainIncomplete, err)
 	}
 	if pr.committedNext != nil {
-		return pr.r.errorf(pr.src, "final checkpoint of seq %d not written", pr.committedNext.SequenceNumber)
+		return pr.r.errorf(pr.src, "%w: final checkpoint of seq %d not written: %v", ErrDrainIncomplete, pr.committedNext.SequenceNumber, pr.ckptErr)
 	}
 	pr.log.Info("partition drained", "watermark", posAttr(pr.watermark))
 	return nil
@@ -400,7 +425,7 @@ func (r *Runner) retry(ctx context.Context, what string, fn func(context.Context
 			return err
 		}
 		if r.opts.Retry.MaxAttempts > 0 && attempt >= r.opts.Retry.MaxAttempts {
-			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt, err)
+			return fmt.Errorf("giving up after %d attempts: %w", attempt, err)
 		}
 		r.opts.Metrics.retried(r.opts.Connector, what)
 		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
@@ -409,7 +434,7 @@ func (r *Runner) retry(ctx context.Context, what string, fn func(context.Context
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-t.C:
 		}
 		backoff = min(backoff*2, r.opts.Retry.MaxBackoff)
@@ -427,6 +452,13 @@ func (s RetrySpec) withDefaults() RetrySpec {
 		s.MaxBackoff = s.InitialBackoff
 	}
 	return s
+}
+
+func posText(p *sinks.Position) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(p.SequenceNumber)
 }
 
 func posAttr(p *sinks.Position) slog.Value {

@@ -487,3 +487,79 @@ func TestRunnerCheckpointPolicy(t *testing.T) {
 		})
 	}
 }
+
+// offsetless wraps a sink whose watermarks carry no offset, as a sink that
+// keeps only sequence numbers does.
+type offsetless struct{ sinks.Sink }
+
+func (o offsetless) Open(ctx context.Context, p string) (sinks.Writer, *sinks.Position, error) {
+	w, wm, err := o.Sink.Open(ctx, p)
+	return offsetlessWriter{w}, strip(wm), err
+}
+
+type offsetlessWriter struct{ sinks.Writer }
+
+func (w offsetlessWriter) Flush(ctx context.Context) (*sinks.Position, error) {
+	wm, err := w.Writer.Flush(ctx)
+	return strip(wm), err
+}
+
+func strip(p *sinks.Position) *sinks.Position {
+	if p == nil {
+		return nil
+	}
+	return &sinks.Position{SequenceNumber: p.SequenceNumber}
+}
+
+// TestRunnerFillsCheckpointOffset: checkpoints carry the offset of the
+// committed event even when the sink reports only its sequence number
+// (checkpoint stores refuse a checkpoint without one).
+func TestRunnerFillsCheckpointOffset(t *testing.T) {
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newMemPartition("0", 30, store, rand.New(rand.NewPCG(31, 32)), cancel)
+	var offsets []string
+	p.onCkpt = func(pos sinks.Position) { offsets = append(offsets, pos.Offset) }
+	r, _ := NewRunner(RunnerOptions{Sink: offsetless{sinktest.NewMemory()}})
+	if err := r.RunPartition(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	pos, _ := store.get("0")
+	if len(offsets) == 0 || pos.SequenceNumber != 29 || pos.Offset != sinktest.Event("0", 29).Offset {
+		t.Fatalf("final checkpoint %+v, want seq 29 with its offset", pos)
+	}
+	for i, o := range offsets {
+		if o == "" {
+			t.Fatalf("checkpoint %d has no offset", i)
+		}
+	}
+}
+
+// TestRunnerDrainIncomplete: a drain that cannot commit within its timeout
+// is reported as such, never as a plain cancellation.
+func TestRunnerDrainIncomplete(t *testing.T) {
+	sink := sinktest.NewMemory()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sink.SetFault(func(at sinktest.FaultPoint, p string) error {
+		if at == sinktest.BeforeCommit {
+			cancel() // the process is told to stop while the sink is down
+			return sinks.Transient(errors.New("connection refused"))
+		}
+		return nil
+	})
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	p := newMemPartition("0", 30, store, rand.New(rand.NewPCG(33, 34)), func() {})
+	r, _ := NewRunner(RunnerOptions{Sink: sink, DrainTimeout: 20 * time.Millisecond,
+		Retry: RetrySpec{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}})
+	err := r.RunPartition(ctx, p)
+	if !errors.Is(err, ErrDrainIncomplete) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Fatalf("RunPartition = %v, want ErrDrainIncomplete and no context error", err)
+	}
+	if !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "not committed") {
+		t.Fatalf("error %q does not say what was not committed and why", err)
+	}
+	if _, ok := store.get("0"); ok {
+		t.Fatal("a checkpoint was written although nothing was committed")
+	}
+}
