@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -58,10 +59,18 @@ func isTransient(err error) bool {
 	return false
 }
 
-// classify marks transient errors with sinks.Transient.
+// classify marks transient errors with sinks.Transient, and explains the
+// data errors the sink cannot pin on one event before the COPY.
 func classify(err error) error {
 	if isTransient(err) {
 		return sinks.Transient(err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+		// A CHECK, NOT NULL, unique or foreign-key rule, or a value the
+		// mapping accepts and the table refuses: a replay fails the same
+		// way, so say what to change.
+		return fmt.Errorf("%w (a row breaks a rule of the table, SQLSTATE %s; the batch is not retried: relax the table's rule, or map that value so the sink rejects it with its event)", err, pgErr.Code)
 	}
 	return err
 }

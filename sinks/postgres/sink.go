@@ -52,11 +52,13 @@ type Sink struct {
 	mapper *mapping.Mapper
 	upsert bool
 
-	target    pgx.Identifier
-	copyCols  []string // mapped columns, then _ehsink_seq in upsert mode
-	keyIdx    []int    // positions of the key columns in a row
-	nulCheck  []int    // string columns: PostgreSQL text cannot hold NUL
-	jsonCheck []int    // json columns: jsonb cannot hold \u0000
+	target   pgx.Identifier
+	copyCols []string // mapped columns, then _ehsink_seq in upsert mode
+	keyIdx   []int    // positions of the key columns in a row
+	nulCheck []int    // string columns: PostgreSQL text cannot hold NUL
+	// charLimits are the varchar(n) and char(n) columns, checked per event.
+	charLimits []charLimitCol
+	jsonCheck  []int // json columns: jsonb cannot hold \u0000
 
 	watermarks, deadLetters pgx.Identifier
 	sqlReadWM, sqlInsertWM  string
@@ -224,25 +226,43 @@ func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return classify(err)
 	}
+	type column struct {
+		typ, written string
+		typmod       int32
+	}
 	types := map[string]string{}
+	table := map[string]column{}
 	for rows.Next() {
-		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
+		var name string
+		var c column
+		if err := rows.Scan(&name, &c.typ, &c.typmod, &c.written); err != nil {
 			return err
 		}
-		types[name] = typ
+		types[name], table[name] = c.typ, c
 	}
 	if err := rows.Err(); err != nil {
 		return classify(err)
 	}
 	var errs []error
-	for _, col := range s.mapper.Columns() {
+	s.charLimits = s.charLimits[:0]
+	for i, col := range s.mapper.Columns() {
 		typ, ok := types[col.Name]
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("column %q: not in the table", col.Name))
 		case !slices.Contains(compatible(col.Type.Kind), typ):
 			errs = append(errs, fmt.Errorf("column %q: the table has %s, the mapping says %s (want one of %s)", col.Name, typ, col.Type, strings.Join(compatible(col.Type.Kind), ", ")))
+		}
+		// Limits the table sets are checked per event (a value that breaks
+		// one is that event's error, not a failed COPY of the whole batch).
+		c := table[col.Name]
+		if n := charLimit(c.typ, c.typmod); n > 0 && col.Type.Kind == mapping.KindString {
+			s.charLimits = append(s.charLimits, charLimitCol{index: i, max: n})
+		}
+		if p, sc, ok := numericLimit(c.typ, c.typmod); ok && col.Type.Kind == mapping.KindDecimal &&
+			(col.Type.Precision == 0 || col.Type.Precision-col.Type.Scale > p-sc || col.Type.Scale > sc) {
+			errs = append(errs, fmt.Errorf("column %q: the table has %s, the mapping says %s; declare at most numeric(%d,%d) in the mapping so that a value out of range is rejected with its event instead of failing the batch",
+				col.Name, c.written, col.Type, p, sc))
 		}
 	}
 	if s.upsert {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/secret"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
@@ -593,4 +594,51 @@ func TestUpsertRepeatedKeyThenNewKeys(t *testing.T) {
 	if !slices.Equal(got, wantSeqs) {
 		t.Fatalf("rows hold seqs %v, want the newest per key %v", got, wantSeqs)
 	}
+}
+
+// TestTableLimitsArePerEvent: a value too long for a varchar(n) column is
+// an error of its event (dead-lettered by the runner), not a COPY failure
+// that would stop the partition on every replay; a numeric(p,s) column
+// mapped without its precision is refused at start, with the fix.
+func TestTableLimitsArePerEvent(t *testing.T) {
+	t.Run("varchar", func(t *testing.T) {
+		dsn := newDB(t)
+		execSQL(t, dsn, strings.Replace(appendTable, "customer text", "customer varchar(3)", 1))
+		s := newTestSink(t, appendConfig(t, dsn))
+		ctx := testCtx(t)
+		w, _, err := s.Open(ctx, "0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close(ctx)
+		evs := sinktest.Events("0", 0, 4)
+		evs[2].Body = []byte(strings.Replace(string(evs[2].Body), `"customer":"c-2"`, `"customer":"c-2-too-long"`, 1))
+		evs[3].Body = []byte(strings.Replace(string(evs[3].Body), `"customer":"c-3"`, `"customer":"c-3      "`, 1)) // trailing spaces fit
+		err = w.Write(ctx, evs)
+		var be *sinks.BatchError
+		if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != 2 ||
+			!strings.Contains(be.Failed[0].Err.Error(), `column "customer"`) || !strings.Contains(be.Failed[0].Err.Error(), "limit of 3") {
+			t.Fatalf("Write = %v, want event 2 rejected naming the column and its limit", err)
+		}
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatalf("Flush after the rejection: %v", err)
+		}
+		if got := queryInts(t, dsn, `SELECT seq FROM orders ORDER BY seq`); !slices.Equal(got, []int64{0, 1, 3, 4}) {
+			t.Fatalf("rows %v, want [0 1 3 4]", got)
+		}
+	})
+	t.Run("numeric without its precision", func(t *testing.T) {
+		dsn := newDB(t)
+		execSQL(t, dsn, appendTable) // amount numeric(12,2)
+		cfg := appendConfig(t, dsn)
+		for i := range cfg.Columns {
+			if cfg.Columns[i].Name == "amount" {
+				cfg.Columns[i].Type = mapping.Type{Kind: mapping.KindDecimal}
+			}
+		}
+		_, err := New(testCtx(t), cfg, testInfo)
+		if err == nil || !strings.Contains(err.Error(), `column "amount"`) || !strings.Contains(err.Error(), "numeric(12,2)") {
+			t.Fatalf("New = %v, want the amount column refused with numeric(12,2) named", err)
+		}
+	})
 }

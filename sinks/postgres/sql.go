@@ -232,6 +232,31 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// columnsSQL lists a table's columns and their types without modifiers.
-const columnsSQL = `SELECT a.attname, format_type(a.atttypid, NULL)
+// columnsSQL lists a table's columns, their types without modifiers, the
+// modifier (varchar length, numeric precision and scale; -1 for none) and
+// the type as written.
+const columnsSQL = `SELECT a.attname, format_type(a.atttypid, NULL), a.atttypmod, format_type(a.atttypid, a.atttypmod)
 	FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`
+
+// varHeader is what PostgreSQL adds to the length or precision it keeps in
+// a type modifier (VARHDRSZ).
+const varHeader = 4
+
+// charLimit returns the length limit of a character varying(n) or
+// character(n) column, in characters, or 0 when it has none.
+func charLimit(typ string, typmod int32) int {
+	if (typ == "character varying" || typ == "character") && typmod > varHeader {
+		return int(typmod - varHeader)
+	}
+	return 0
+}
+
+// numericLimit returns the precision and scale of a numeric(p,s) column,
+// or ok false when it has none.
+func numericLimit(typ string, typmod int32) (precision, scale int, ok bool) {
+	if typ != "numeric" || typmod < varHeader {
+		return 0, 0, false
+	}
+	m := typmod - varHeader
+	return int(m>>16) & 0xffff, int(m) & 0xffff, true
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
@@ -119,12 +120,41 @@ func (w *writer) convert(ev *sinks.Event, vals []any) error {
 			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New("text contains a NUL character, which PostgreSQL cannot store")}
 		}
 	}
+	for _, l := range w.s.charLimits {
+		if s, ok := vals[l.index].(string); ok && !fitsChars(s, l.max) {
+			return &mapping.ColumnError{Column: cols[l.index].Name,
+				Err: fmt.Errorf("%d characters do not fit the column's limit of %d", utf8.RuneCountInString(s), l.max)}
+		}
+	}
 	for _, i := range w.s.jsonCheck {
 		if j, ok := vals[i].(json.RawMessage); ok && bytes.Contains(j, []byte(`\u0000`)) {
 			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New(`JSON contains \u0000, which jsonb cannot store`)}
 		}
 	}
 	return nil
+}
+
+// charLimitCol is a mapped column with a length limit (varchar(n), char(n)).
+type charLimitCol struct {
+	index int // in the mapping's columns
+	max   int // characters
+}
+
+// fitsChars reports whether PostgreSQL stores s in a column of at most max
+// characters: longer strings are refused unless the excess is all spaces,
+// which it trims.
+func fitsChars(s string, max int) bool {
+	if len(s) <= max { // bytes >= characters
+		return true
+	}
+	n := 0
+	for i := range s {
+		if n == max {
+			return strings.TrimRight(s[i:], " ") == ""
+		}
+		n++
+	}
+	return true
 }
 
 // DeadLetter buffers dead letters; the next Flush stores them in
