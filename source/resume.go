@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
@@ -22,10 +23,50 @@ type resumeStore struct {
 	fail func(error)
 }
 
+// ListOwnership is the store's, retried like the other calls.
+func (r *resumeStore) ListOwnership(ctx context.Context, ns, hub, cg string, opts *azeventhubs.ListOwnershipOptions) ([]azeventhubs.Ownership, error) {
+	return retryStore(ctx, r.s, "list ownership", func() ([]azeventhubs.Ownership, error) {
+		return r.CheckpointStore.ListOwnership(ctx, ns, hub, cg, opts)
+	})
+}
+
+// storeAttempts and storeBackoff bound the retries of a checkpoint-store
+// call made by the processor. The processor stops at the first error it
+// sees, and on its way out gives up every lease before the partitions have
+// drained; a blip of the store (a throttled request, a dropped connection)
+// must not do that.
+const (
+	storeAttempts = 4
+	storeBackoff  = 250 * time.Millisecond
+)
+
+// retryStore runs call until it succeeds, storeAttempts are used, or ctx
+// ends, doubling the wait between attempts.
+func retryStore[T any](ctx context.Context, s *Source, what string, call func() (T, error)) (T, error) {
+	wait := storeBackoff
+	for attempt := 1; ; attempt++ {
+		v, err := call()
+		if err == nil || attempt == storeAttempts || ctx.Err() != nil {
+			return v, err
+		}
+		s.log.Warn("checkpoint store call failed; retrying", "op", what, "attempt", attempt, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
 // ClaimOwnership remembers which partitions this replica holds, so that
 // ListCheckpoints works out resume positions only for those.
 func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Ownership, opts *azeventhubs.ClaimOwnershipOptions) ([]azeventhubs.Ownership, error) {
-	got, err := r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
+	got, err := retryStore(ctx, r.s, "claim ownership", func() ([]azeventhubs.Ownership, error) {
+		return r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
+	})
 	if err != nil {
 		return got, err
 	}
@@ -52,7 +93,9 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 // its watermark while a writer of the partition is open would disturb that
 // writer (a sink's Open cleans up what an earlier writer left behind).
 func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, opts *azeventhubs.ListCheckpointsOptions) ([]azeventhubs.Checkpoint, error) {
-	stored, err := r.CheckpointStore.ListCheckpoints(ctx, ns, hub, cg, opts)
+	stored, err := retryStore(ctx, r.s, "list checkpoints", func() ([]azeventhubs.Checkpoint, error) {
+		return r.CheckpointStore.ListCheckpoints(ctx, ns, hub, cg, opts)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -420,3 +420,65 @@ func deliversOnceAndResumes(t *testing.T, newStore func(*testing.T) azeventhubs.
 	}
 	checkOncePerKeyInOrder(t, rec2.events, more)
 }
+
+// flakyStore fails every other ownership claim and checkpoint listing, six
+// times in all (the processor's first rounds), as a throttled or briefly
+// unreachable storage account does.
+type flakyStore struct {
+	azeventhubs.CheckpointStore
+	mu    sync.Mutex
+	calls int
+	fails int
+}
+
+func (f *flakyStore) fail() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.calls%2 == 1 && f.fails < 6 {
+		f.fails++
+		return true
+	}
+	return false
+}
+
+func (f *flakyStore) ClaimOwnership(ctx context.Context, o []azeventhubs.Ownership, opts *azeventhubs.ClaimOwnershipOptions) ([]azeventhubs.Ownership, error) {
+	if f.fail() {
+		return nil, errors.New("503 server busy")
+	}
+	return f.CheckpointStore.ClaimOwnership(ctx, o, opts)
+}
+
+func (f *flakyStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, opts *azeventhubs.ListCheckpointsOptions) ([]azeventhubs.Checkpoint, error) {
+	if f.fail() {
+		return nil, errors.New("503 server busy")
+	}
+	return f.CheckpointStore.ListCheckpoints(ctx, ns, hub, cg, opts)
+}
+
+// TestStoreBlipsDoNotStopTheSource: the processor stops at the first store
+// error it sees (giving every lease up on its way out); the source retries
+// the store's calls, so a flaky store still delivers every event once.
+func TestStoreBlipsDoNotStopTheSource(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	const total = 400
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: total, Keys: 20, Seed: 3}); err != nil || n != total {
+		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
+	}
+	flaky := &flakyStore{CheckpointStore: fileStore(t)}
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: flaky, Strategy: "greedy"})
+	rec := newRecorder(total)
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.reached, r, "every event", func() string { return fmt.Sprintf("%d received", rec.count()) })
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run with a flaky store: %v", err)
+	}
+	checkOncePerKeyInOrder(t, rec.events, total)
+	flaky.mu.Lock()
+	defer flaky.mu.Unlock()
+	if flaky.fails == 0 {
+		t.Fatal("the store never failed; the test proves nothing")
+	}
+}
