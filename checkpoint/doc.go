@@ -13,14 +13,12 @@
 //     lowercase namespace, event hub and consumer group, as the .NET, Java,
 //     JavaScript and Python SDKs and KEDA do, and migrates state found under
 //     the as-written names that the Go SDK uses.
-//   - [WithWatermarks] wraps a store so that ListCheckpoints returns, for each
-//     partition, the later of the stored checkpoint and the sink's own
-//     committed watermark ([Resume] is the merge rule), so a restarted
-//     connector never re-reads what its sink already holds.
-//
-// Layering, outermost first, as the runner builds it:
-//
-//	WithWatermarks(Lowercase(store), sinkWatermark, nil)
+//   - [AliasNamespace] keeps one namespace's state under another name (the
+//     in-process emulator's address changes every run).
+//   - [Resume] is the merge rule of a checkpoint and a sink's own committed
+//     watermark (the later wins), so a restarted connector never re-reads
+//     what its sink already holds; package source applies it when the SDK's
+//     Processor asks where a newly claimed partition starts.
 //
 // Checkpoints written through any of these stores must carry both a sequence
 // number and an offset: the SDK's blob store cannot list a checkpoint blob

@@ -15,6 +15,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/internal/durable"
 )
 
 // FileStoreOptions configures a [FileStore]. The zero value (or nil) is valid.
@@ -311,7 +313,7 @@ func (s *FileStore) ensureDir(dir string) error {
 		return err
 	}
 	for d := dir; d != s.dir && strings.HasPrefix(d, s.dir); d = filepath.Dir(d) {
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := durable.SyncDir(filepath.Dir(d)); err != nil {
 			return err
 		}
 	}
@@ -369,7 +371,7 @@ func writeJSONAtomic(path string, v any) error {
 		_ = os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return durable.SyncDir(filepath.Dir(path))
 }
 
 // createJSON writes v's JSON to path only if path does not exist, and reports
@@ -386,7 +388,7 @@ func createJSON(path string, v any) (bool, error) {
 		}
 		return false, err
 	}
-	return true, syncDir(filepath.Dir(path))
+	return true, durable.SyncDir(filepath.Dir(path))
 }
 
 func writeTemp(path string, v any) (string, error) {
@@ -410,19 +412,4 @@ func writeTemp(path string, v any) (string, error) {
 		return "", fmt.Errorf("file %s: %w", f.Name(), err)
 	}
 	return f.Name(), nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("directory %s: sync: %w", dir, err)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
+	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/source"
 )
@@ -152,7 +153,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if err != nil {
 		return fail("checkpoint", err)
 	}
-	store = aliasNamespace(store, actualNamespace, info.Namespace)
+	store = checkpoint.AliasNamespace(store, actualNamespace, info.Namespace)
 
 	dead, err := NewFileDeadLetters(spec.Errors.DeadLetter.Dir)
 	if err != nil {

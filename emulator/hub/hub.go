@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/ehsink/ehsink/internal/durable"
 )
 
 // Hub is one event hub: a fixed set of partitions and consumer groups.
@@ -200,7 +202,7 @@ func loadOrCreateMeta(dir string, now time.Time, sync bool) (hubMeta, error) {
 		return hubMeta{}, err
 	}
 	if sync {
-		if err := syncDir(dir); err != nil {
+		if err := durable.SyncDir(dir); err != nil {
 			return hubMeta{}, err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+
+	"github.com/ehsink/ehsink/internal/durable"
 )
 
 // indexEvery is the spacing, in record bytes, of a segment's sparse index.
@@ -163,24 +165,12 @@ func createSegment(dir string, h segHeader, sync bool, tab *crc32.Table, log *sl
 		return fail(err)
 	}
 	if sync {
-		if err := syncDir(dir); err != nil {
+		if err := durable.SyncDir(dir); err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("create segment %s: %w", path, err)
 		}
 	}
 	return &segment{baseSeq: h.baseSeq, baseOffset: h.baseOffset, path: path, f: f, log: log}, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // openSegment opens an existing segment file and rebuilds its index by

@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/ehsink/ehsink/internal/durable"
 )
 
 // localStore keeps files in a local directory. A file is written under a
@@ -188,7 +190,7 @@ func (p *localPending) commit(_ context.Context, name string) error {
 	// their parents too, up to the root.
 	dir := filepath.Dir(final)
 	for {
-		if err := syncDir(dir); err != nil {
+		if err := durable.SyncDir(dir); err != nil {
 			return fmt.Errorf("%s: fsync folder of %q: %w", p.store, name, err)
 		}
 		if !p.dirsCreated || dir == p.store.root || len(dir) <= len(p.store.root) {
@@ -212,13 +214,4 @@ func (p *localPending) abort() error {
 		return fmt.Errorf("%s: remove temporary file: %w", p.store, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
