@@ -1,0 +1,3 @@
+module github.com/ehsink/ehsink/deploy
+
+go 1.26.8
