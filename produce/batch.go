@@ -32,17 +32,32 @@ func (t Target) batchOptions() (*azeventhubs.EventDataBatchOptions, error) {
 	return &azeventhubs.EventDataBatchOptions{}, nil
 }
 
+// DefaultMaxPendingBytes is how many bytes of unsent events a producer
+// holds over all its partition keys when its options leave it zero: with
+// many keys, one full batch per key would hold most of a backlog.
+const DefaultMaxPendingBytes = 4 << 20
+
 // batcher fills one batch per target and sends it when the next event does
-// not fit. It is used by one goroutine.
+// not fit, or the largest pending one when all of them together hold more
+// than maxPending bytes; so its memory is bounded by maxPending whatever the
+// number of events or targets. It is used by one goroutine.
 type batcher struct {
-	producer *azeventhubs.ProducerClient
-	batches  map[Target]*azeventhubs.EventDataBatch
-	order    []Target // targets in first-use order, so Flush sends in a stable order
-	sent     int      // events the service accepted
+	producer    *azeventhubs.ProducerClient
+	batches     map[Target]*azeventhubs.EventDataBatch
+	order       []Target // targets in first-use order, so Flush sends in a stable order
+	sent        int      // events the service accepted
+	pending     uint64   // bytes in unsent batches
+	maxPending  uint64
+	peakPending uint64 // the most pending ever held, for tests
 }
 
-func newBatcher(p *azeventhubs.ProducerClient) *batcher {
-	return &batcher{producer: p, batches: map[Target]*azeventhubs.EventDataBatch{}}
+// newBatcher returns a batcher holding at most maxPending bytes unsent
+// (DefaultMaxPendingBytes if maxPending <= 0), plus the event being added.
+func newBatcher(p *azeventhubs.ProducerClient, maxPending int) *batcher {
+	if maxPending <= 0 {
+		maxPending = DefaultMaxPendingBytes
+	}
+	return &batcher{producer: p, batches: map[Target]*azeventhubs.EventDataBatch{}, maxPending: uint64(maxPending)}
 }
 
 // Add queues ev for t, sending the pending batch of t first when ev does not fit.
@@ -60,10 +75,16 @@ func (b *batcher) Add(ctx context.Context, t Target, ev *azeventhubs.EventData) 
 		b.batches[t] = batch
 		b.order = append(b.order, t)
 	}
+	before := batch.NumBytes()
 	err := batch.AddEventData(ev, nil)
 	if !errors.Is(err, azeventhubs.ErrEventDataTooLarge) {
 		if err != nil {
 			return fmt.Errorf("produce: add event: %w", err)
+		}
+		b.pending += batch.NumBytes() - before
+		b.peakPending = max(b.peakPending, b.pending)
+		if b.pending > b.maxPending {
+			return b.send(ctx, b.largest())
 		}
 		return nil
 	}
@@ -83,6 +104,7 @@ func (b *batcher) send(ctx context.Context, t Target) error {
 		return nil
 	}
 	delete(b.batches, t)
+	b.pending -= batch.NumBytes()
 	for i, o := range b.order {
 		if o == t {
 			b.order = append(b.order[:i], b.order[i+1:]...)
@@ -98,6 +120,20 @@ func (b *batcher) send(ctx context.Context, t Target) error {
 	}
 	b.sent += n
 	return nil
+}
+
+// largest is the target whose pending batch holds the most bytes.
+func (b *batcher) largest() Target {
+	var (
+		best Target
+		most uint64
+	)
+	for _, t := range b.order {
+		if n := b.batches[t].NumBytes(); n > most {
+			best, most = t, n
+		}
+	}
+	return best
 }
 
 // Flush sends every pending batch.

@@ -25,6 +25,11 @@ type DemoOptions struct {
 	// Seed makes the generated content repeatable (order IDs stay unique
 	// per run). If zero, a random seed.
 	Seed uint64
+	// MaxPendingBytes bounds the bytes of orders generated but not yet sent,
+	// over all keys: when they hold more, the fullest key's batch is sent
+	// early. It bounds the producer's memory whatever Count and Keys are.
+	// If zero, DefaultMaxPendingBytes.
+	MaxPendingBytes int
 	// Logger receives a debug record per batch sent and an info record at
 	// the end. If nil, logs are discarded.
 	Logger *slog.Logger
@@ -79,8 +84,14 @@ func DemoCustomerID(i int) string { return fmt.Sprintf("c-%03d", i) }
 // Demo sends demo orders keyed by customer ID, batched per key up to the
 // hub's size limit, at opts.Rate. It returns the number of events the hub
 // accepted. When ctx is cancelled it returns that number and nil; orders not
-// yet sent are dropped.
+// yet sent are dropped. Orders are made one at a time as they are sent, so
+// memory stays bounded by opts.MaxPendingBytes whatever opts.Count is.
 func Demo(ctx context.Context, producer *azeventhubs.ProducerClient, opts DemoOptions) (int, error) {
+	return demo(ctx, newBatcher(producer, opts.MaxPendingBytes), opts)
+}
+
+// demo is Demo with its batcher given, so tests can see what it held.
+func demo(ctx context.Context, b *batcher, opts DemoOptions) (int, error) {
 	if opts.Keys <= 0 {
 		opts.Keys = 50
 	}
@@ -102,7 +113,6 @@ func Demo(ctx context.Context, producer *azeventhubs.ProducerClient, opts DemoOp
 	}
 	perKey := make([]int, opts.Keys)
 
-	b := newBatcher(producer)
 	start := time.Now()
 	var timer *time.Timer
 	defer func() {

@@ -44,7 +44,7 @@ func Lines(ctx context.Context, producer *azeventhubs.ProducerClient, r io.Reade
 	if _, err := t.batchOptions(); err != nil {
 		return 0, err
 	}
-	b := newBatcher(producer)
+	b := newBatcher(producer, 0) // one target: bounded by one batch anyway
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
 	line := 0
