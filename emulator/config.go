@@ -57,10 +57,16 @@ type Config struct {
 	// send, advertised on sender links and enforced with
 	// amqp:link:message-size-exceeded. If zero, DefaultMaxMessageSize.
 	MaxMessageSize int64
-	// Keys maps SAS key names to keys. If empty, every CBS token and SASL
-	// PLAIN login is accepted. Otherwise put-token verifies the token's
-	// signature and expiry and answers 401 when they do not check out.
+	// Keys maps SAS key names to keys, each a namespace policy with all
+	// rights. If Keys and Policies are both empty, every CBS token, SASL
+	// PLAIN login and link is accepted. Otherwise tokens are verified and
+	// links authorized as the service does (see auth.go).
 	Keys map[string]secret.String
+	// Policies are shared access policies with explicit rights or an
+	// event hub scope, besides Keys. Key names must be unique across both.
+	Policies []Policy
+	// TLS, if set, adds an AMQPS listener for clients that always use TLS.
+	TLS *TLSOptions
 	// AdminAddr, if set, starts the admin HTTP server (fault injection and
 	// /health) on this address; use a loopback address. If empty, none.
 	AdminAddr string
@@ -83,6 +89,11 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TLS != nil {
+		t := *c.TLS
+		t.withDefaults()
+		c.TLS = &t
 	}
 	for i := range c.Hubs {
 		if c.Hubs[i].Partitions == 0 {
@@ -110,10 +121,10 @@ func (c Config) Validate() error {
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("retention: %s is negative", c.Retention))
 	}
-	for name, key := range c.Keys {
-		if name == "" || key == "" {
-			errs = append(errs, errors.New("keys: key names and keys must be non-empty"))
-			break
+	errs = append(errs, c.validatePolicies()...)
+	if c.TLS != nil {
+		if err := c.TLS.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

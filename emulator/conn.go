@@ -87,11 +87,13 @@ type conn struct {
 
 	peerMaxFrame uint32 // the client's max-frame-size: our outgoing frame limit; set before any session exists
 
-	mu       sync.Mutex          // guards the fields below and all session and link state
-	sessions map[uint16]*session // by channel (the server uses the client's channel number)
-	opened   bool                // open exchanged; a close frame may be sent
-	closing  bool                // teardown started; send nothing more
-	reason   closeReason
+	mu        sync.Mutex          // guards the fields below and all session and link state
+	sessions  map[uint16]*session // by channel (the server uses the client's channel number)
+	opened    bool                // open exchanged; a close frame may be sent
+	closing   bool                // teardown started; send nothing more
+	reason    closeReason
+	claims    map[string]claim // accepted tokens by audience path (auth.go)
+	authTimer *time.Timer      // fires checkExpiry at the earliest claim expiry
 
 	outMu     sync.Mutex // guards out, outClosed; signals space
 	space     *sync.Cond // broadcast when the writer drains out
@@ -189,6 +191,9 @@ func (c *conn) teardown(reason closeReason, amqpErr *amqp.Error) {
 	}
 	c.closing = true
 	c.reason = reason
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+	}
 	sendClose := c.opened && reason != closeDropped && reason != closeIOError
 	var cleanups []func()
 	for ch, s := range c.sessions {

@@ -1,6 +1,10 @@
 // Package emulator is an in-process Azure Event Hubs emulator: an AMQP 1.0
 // server that the real azeventhubs/v2 SDK talks to over plain TCP with a
-// connection string ending in UseDevelopmentEmulator=true.
+// connection string ending in UseDevelopmentEmulator=true, and that SDKs
+// without an emulator mode reach over AMQPS (Config.TLS, tls.go). With
+// keys or policies it verifies tokens and authorizes links as the
+// service does (auth.go). Start listens by itself; New plus Serve embeds
+// the server on listeners of the caller's.
 //
 // Layers (STYLE.md §12):
 //   - emulator/amqp: the pure codec (types, frames, performatives), no I/O.
@@ -12,8 +16,8 @@
 //     conn.outMu).
 //   - node_*.go: one file per addressable node ($cbs, $management, event
 //     hub senders, partition receivers), each headed by a Behavior comment.
-//   - server.go, admin.go: lifecycle (Start, Shutdown), fault injection and
-//     the loopback admin HTTP server.
+//   - server.go, admin.go, tls.go: lifecycle (New, Start, Serve, Shutdown),
+//     the AMQPS listener, fault injection and the loopback admin HTTP server.
 //
 // Hub state (partitions, sequence numbers, epochs, persistence) lives in
 // emulator/hub; this package maps it onto the wire.

@@ -32,6 +32,11 @@ type link struct {
 
 	detached bool
 
+	// What the link's attach was authorized for (auth.go); authNeed is 0
+	// when tokens are not checked or the node needs none.
+	authEntity string
+	authNeed   Rights
+
 	// Flow state. When the client sends, deliveryCount and credit are what
 	// we granted; when the server sends, they are ours and the client's.
 	deliveryCount uint32

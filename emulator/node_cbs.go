@@ -6,16 +6,14 @@ package emulator
 // whose target is its reply-to address, sends one put-token request and
 // ends the session. Requests are accepted (disposition accepted) and
 // answered on the reply link: status-code 202 (int32) for a good token.
-// Without Config.Keys every token is good. With keys, a
-// "servicebus.windows.net:sastoken" token must name a configured key in
-// skn, carry a valid HMAC-SHA256 signature over "sr\nse" and not be
-// expired (se "0" never expires); otherwise 401 with an
+// Without keys or policies every token is good. With them the token is
+// verified and its claim kept for the connection under the request's
+// name (auth.go); a bad or expired token answers 401 with an
 // InvalidSignature/ExpiredToken description, which the SDK reports as
 // unauthorized access. Other operations answer 400 (the SDK tears the
-// connection down and retries). Links are not checked against tokens.
+// connection down and retries).
 
 import (
-	"net/url"
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
@@ -26,11 +24,17 @@ func (s *Server) handleCBS(l *link, req *goamqp.Message) rpcResponse {
 	if op != "put-token" {
 		return rpcResponse{status: 400, desc: "unsupported $cbs operation '" + op + "'"}
 	}
+	if !s.authEnabled() {
+		return rpcResponse{status: 202, desc: "Accepted"}
+	}
 	token, _ := req.Value.(string)
-	if reason := s.checkToken(token, time.Now()); reason != "" {
+	cl, reason := s.verifyToken(token, time.Now())
+	if reason != "" {
 		return rpcResponse{status: 401, desc: reason}
+	}
+	audience, _ := req.ApplicationProperties["name"].(string)
+	if !l.s.c.putClaim(audience, cl) {
+		return rpcResponse{status: 403, desc: "QuotaExceeded: too many tokens on one connection."}
 	}
 	return rpcResponse{status: 202, desc: "Accepted"}
 }
-
-func urlUnescape(s string) (string, error) { return url.QueryUnescape(s) }

@@ -32,6 +32,9 @@ func (s *Server) handleManagement(l *link, req *goamqp.Message) rpcResponse {
 	if op != "READ" {
 		return rpcResponse{status: 400, desc: "unsupported $management operation '" + op + "'"}
 	}
+	if reason := s.authorizeManagement(l.s.c, name, props); reason != "" {
+		return rpcResponse{status: 401, desc: reason}
+	}
 	h, err := s.ns.Hub(name)
 	if err != nil {
 		return rpcResponse{status: 404, desc: errDescription(err)}

@@ -26,6 +26,9 @@ func (s *Server) resolveNode(l *link, a *amqp.Attach) *amqp.Error {
 		case cbsNode, managementNode:
 			return nil // an RPC reply link: responses are routed to it by target address
 		default:
+			if e := s.authorizeLink(l, addr, RightListen); e != nil {
+				return e
+			}
 			return s.attachPartitionReceiver(l, a)
 		}
 	}
@@ -38,6 +41,9 @@ func (s *Server) resolveNode(l *link, a *amqp.Attach) *amqp.Error {
 	case managementNode:
 		l.onMessage = s.rpcHandler(s.handleManagement)
 	default:
+		if e := s.authorizeLink(l, addr, RightSend); e != nil {
+			return e
+		}
 		return s.attachHubSender(l, addr)
 	}
 	return nil

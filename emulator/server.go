@@ -2,16 +2,14 @@ package emulator
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,29 +22,36 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	ns      *hub.Namespace
-	ln      net.Listener
+	ln      net.Listener // the plain AMQP listener of Start, or the first one Serve got
+	tlsLn   net.Listener // the AMQPS listener of Start, when Config.TLS is set
+	certPEM []byte       // the certificate AMQPS clients trust
 	admin   *http.Server
 	adminLn net.Listener
+
+	policies map[string]Policy // SAS policies by key name; empty: every token is good
 
 	latency  atomic.Int64 // nanoseconds added before each send and RPC
 	dropped  atomic.Int64 // connections closed for I/O errors or idleness (for tests and logs)
 	accepted atomic.Int64 // connections accepted since Start
 
-	mu     sync.Mutex // guards conns, closed
-	conns  map[*conn]struct{}
-	closed bool
+	mu        sync.Mutex // guards conns, listeners, closed (and s.ln when Serve sets it)
+	conns     map[*conn]struct{}
+	listeners map[net.Listener]struct{}
+	closed    bool
 
-	wg           sync.WaitGroup // accept loop, connections, admin server
+	wg           sync.WaitGroup // accept loops, connections, admin server
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
 
-// Start opens the hub store, listens on cfg.Addr and serves until
-// Shutdown. The server is ready for connections when Start returns. ctx
-// bounds start-up only; it is not kept. Start launches the accept loop,
-// one goroutine group per connection and, with AdminAddr, the admin HTTP
-// server; Shutdown stops and waits for all of them.
-func Start(ctx context.Context, cfg Config) (*Server, error) {
+// ErrServerClosed is returned by Serve after Shutdown has begun.
+var ErrServerClosed = errors.New("emulator: server closed")
+
+// New opens the hub store and returns a server that listens nowhere yet:
+// hand it listeners with Serve (for embedding: a listener of your own, a
+// TLS listener, an in-memory one). Shutdown closes the store. Start is New
+// plus the listeners of cfg.
+func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("emulator: config: %w", err)
 	}
@@ -59,28 +64,94 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emulator: %w", err)
 	}
+	return &Server{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ns:        ns,
+		policies:  cfg.policies(),
+		conns:     map[*conn]struct{}{},
+		listeners: map[net.Listener]struct{}{},
+	}, nil
+}
+
+// Start opens the hub store, listens on cfg.Addr (and cfg.TLS.Addr) and
+// serves until Shutdown. The server is ready for connections when Start
+// returns. ctx bounds start-up only; it is not kept. Start launches the
+// accept loops, one goroutine group per connection and, with AdminAddr,
+// the admin HTTP server; Shutdown stops and waits for all of them.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = s.cfg
+	fail := func(err error) (*Server, error) {
+		s.Shutdown(context.Background())
+		return nil, err
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("emulator: listen on %s: %w", cfg.Addr, err)
+		return fail(fmt.Errorf("emulator: listen on %s: %w", cfg.Addr, err))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, ns: ns, ln: ln, conns: map[*conn]struct{}{}}
+	s.ln = ln
+	s.serveBackground(ln)
+	if cfg.TLS != nil {
+		tlsCfg, certPEM, err := cfg.TLS.serverTLS(time.Now())
+		if err != nil {
+			return fail(fmt.Errorf("emulator: %w", err))
+		}
+		tln, err := lc.Listen(ctx, "tcp", cfg.TLS.Addr)
+		if err != nil {
+			return fail(fmt.Errorf("emulator: listen on %s: %w", cfg.TLS.Addr, err))
+		}
+		s.tlsLn, s.certPEM = tls.NewListener(tln, tlsCfg), certPEM
+		s.serveBackground(s.tlsLn)
+	}
 	if cfg.AdminAddr != "" {
 		if err := s.startAdmin(ctx); err != nil {
-			ln.Close()
-			ns.Close()
-			return nil, err
+			return fail(err)
 		}
 	}
-	s.wg.Add(1)
-	go s.acceptLoop()
-	s.log.Info("emulator listening", "addr", s.Addr(), "hubs", len(cfg.Hubs))
+	s.log.Info("emulator listening", "addr", s.Addr(), "amqps_addr", s.TLSAddr(), "hubs", len(cfg.Hubs))
 	return s, nil
 }
 
-// Addr returns the AMQP listen address (host:port).
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// serveBackground runs Serve(ln) on a goroutine the server's WaitGroup
+// owns.
+func (s *Server) serveBackground(ln net.Listener) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.Serve(ln); err != nil && !errors.Is(err, ErrServerClosed) {
+			s.log.Error("accept failed", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+}
+
+// Addr returns the AMQP listen address (host:port): Start's plain
+// listener, or the first listener given to Serve; "" before either.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// TLSAddr returns the AMQPS listen address (host:port), or "" without
+// Config.TLS.
+func (s *Server) TLSAddr() string {
+	if s.tlsLn == nil {
+		return ""
+	}
+	return s.tlsLn.Addr().String()
+}
+
+// CertificatePEM returns the PEM certificate AMQPS clients should trust
+// (see TLSOptions.CertOut), or nil without Config.TLS.
+func (s *Server) CertificatePEM() []byte { return s.certPEM }
 
 // AdminAddr returns the admin HTTP address, or "" without an admin server.
 func (s *Server) AdminAddr() string {
@@ -90,32 +161,77 @@ func (s *Server) AdminAddr() string {
 	return s.adminLn.Addr().String()
 }
 
-// ConnectionString returns an SDK connection string for the named hub.
-// With Config.Keys it uses the first key name in sorted order, so CBS
-// tokens verify; otherwise placeholder credentials.
+// ConnectionString returns an SDK connection string for the named hub on
+// the plain listener, in the SDK's emulator mode. With keys it uses the
+// first full-rights namespace key in name order (so tokens verify and
+// every operation is allowed); otherwise placeholder credentials.
 func (s *Server) ConnectionString(hubName string) string {
-	name, key := "k", "v"
-	if len(s.cfg.Keys) > 0 {
-		names := make([]string, 0, len(s.cfg.Keys))
-		for n := range s.cfg.Keys {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		name, key = names[0], s.cfg.Keys[names[0]].Reveal()
-	}
+	name, key := s.defaultKey()
 	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;EntityPath=%s;UseDevelopmentEmulator=true",
 		s.Addr(), name, key, hubName)
 }
 
-func (s *Server) acceptLoop() {
-	defer s.wg.Done()
+// TLSConnectionString returns a connection string for the named hub on
+// the AMQPS listener, without UseDevelopmentEmulator: what SDKs that
+// always use TLS are given, along with CertificatePEM to trust. It is ""
+// without Config.TLS.
+func (s *Server) TLSConnectionString(hubName string) string {
+	if s.tlsLn == nil {
+		return ""
+	}
+	name, key := s.defaultKey()
+	return fmt.Sprintf("Endpoint=sb://%s/;SharedAccessKeyName=%s;SharedAccessKey=%s;EntityPath=%s",
+		s.TLSAddr(), name, key, hubName)
+}
+
+// defaultKey picks the key connection strings carry.
+func (s *Server) defaultKey() (name, key string) {
+	if len(s.policies) == 0 {
+		return "k", "v"
+	}
+	names := slices.Sorted(maps.Keys(s.policies))
+	for _, n := range names {
+		if p := s.policies[n]; p.EventHub == "" && p.Rights == AllRights {
+			return n, p.Key.Reveal()
+		}
+	}
+	return names[0], s.policies[names[0]].Key.Reveal()
+}
+
+// Serve accepts AMQP connections on ln until Shutdown, then returns nil;
+// it returns the accept error if ln fails first, and ErrServerClosed if
+// called after Shutdown. It closes ln before returning. A TLS listener
+// (tls.NewListener) serves AMQPS. Connections it accepted keep running
+// until they end or Shutdown, which waits for them. Serve may be called
+// for several listeners at once.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	if s.ln == nil {
+		s.ln = ln
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.log.Error("accept failed", "err", err)
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
 			}
-			return
+			return fmt.Errorf("emulator: accept on %s: %w", ln.Addr(), err)
 		}
 		s.accepted.Add(1)
 		c := newConn(s, nc)
@@ -123,7 +239,7 @@ func (s *Server) acceptLoop() {
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
-			return
+			return nil
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
@@ -149,8 +265,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		for c := range s.conns {
 			conns = append(conns, c)
 		}
+		lns := slices.Collect(maps.Keys(s.listeners))
 		s.mu.Unlock()
-		s.ln.Close()
+		for _, ln := range lns {
+			ln.Close()
+		}
 		if s.admin != nil {
 			s.admin.Close()
 		}
@@ -230,56 +349,4 @@ func (s *Server) delay(ctx context.Context) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// checkPlain validates a SASL PLAIN response ("authzid\0user\0password")
-// against Config.Keys; with no keys every login passes.
-func (s *Server) checkPlain(resp []byte) bool {
-	if len(s.cfg.Keys) == 0 {
-		return true
-	}
-	parts := strings.Split(string(resp), "\x00")
-	if len(parts) != 3 {
-		return false
-	}
-	key, ok := s.cfg.Keys[parts[1]]
-	return ok && hmac.Equal([]byte(key.Reveal()), []byte(parts[2]))
-}
-
-// checkToken verifies a SharedAccessSignature token against Config.Keys.
-// It returns "" when the token is good, else the reason.
-func (s *Server) checkToken(token string, now time.Time) string {
-	if len(s.cfg.Keys) == 0 {
-		return ""
-	}
-	const prefix = "SharedAccessSignature "
-	if !strings.HasPrefix(token, prefix) {
-		return "InvalidSignature: the token is not a SharedAccessSignature."
-	}
-	fields := map[string]string{}
-	for _, kv := range strings.Split(strings.TrimPrefix(token, prefix), "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		fields[k] = v
-	}
-	key, ok := s.cfg.Keys[fields["skn"]]
-	if !ok {
-		return fmt.Sprintf("InvalidSignature: unknown SharedAccessKeyName '%s'.", fields["skn"])
-	}
-	sig, err := urlUnescape(fields["sig"])
-	if err != nil {
-		return "InvalidSignature: the signature is not URL-encoded."
-	}
-	mac := hmac.New(sha256.New, []byte(key.Reveal()))
-	mac.Write([]byte(fields["sr"] + "\n" + fields["se"]))
-	if !hmac.Equal([]byte(base64.StdEncoding.EncodeToString(mac.Sum(nil))), []byte(sig)) {
-		return "InvalidSignature: The token has an invalid signature."
-	}
-	var se int64
-	if _, err := fmt.Sscanf(fields["se"], "%d", &se); err != nil {
-		return "InvalidSignature: the expiry is not a number."
-	}
-	if se != 0 && now.Unix() > se {
-		return fmt.Sprintf("ExpiredToken: The token is expired. Expiration time: '%s'.", time.Unix(se, 0).UTC().Format(time.RFC3339))
-	}
-	return ""
 }

@@ -4,7 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +53,8 @@ func TestRunEmulatorServesAndStops(t *testing.T) {
 }
 
 func TestRunEmulatorUsage(t *testing.T) {
-	for _, args := range [][]string{{"--hub", "orders"}, {"--hub", "orders=0"}, {"--key", "x"}, {"extra"}, {"--bogus"}, {"--fsync", "sometimes"}} {
+	for _, args := range [][]string{{"--hub", "orders"}, {"--hub", "orders=0"}, {"--key", "x"}, {"extra"}, {"--bogus"}, {"--fsync", "sometimes"},
+		{"--key-rights", "nobody=listen"}, {"--key", "a=b", "--key-rights", "a=read"}, {"--key", "a=b", "--key-hub", "a"}, {"--tls-cert", "x.pem"}} {
 		var out, errOut bytes.Buffer
 		if c := runEmulator(context.Background(), args, &out, &errOut); c != exitUsage {
 			t.Errorf("runEmulator(%q) = %d, want %d", args, c, exitUsage)
@@ -58,5 +63,61 @@ func TestRunEmulatorUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if c := runEmulator(context.Background(), []string{"--help"}, &out, &errOut); c != exitOK || !strings.Contains(errOut.String(), "--hub") {
 		t.Errorf("--help = %d, output %q", c, errOut.String())
+	}
+}
+
+// TestRunEmulatorTLS: --tls prints a TLS connection string per hub after
+// the plain ones and writes the certificate to trust to --tls-cert-out;
+// the SDK, dialling amqps:// with that certificate, gets through, with a
+// --key-rights listen-only key too (reading properties needs no Send).
+func TestRunEmulatorTLS(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	certOut := filepath.Join(t.TempDir(), "ca.pem")
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runEmulator(ctx, []string{"--listen", "127.0.0.1:0", "--tls", "--tls-listen", "127.0.0.1:0", "--tls-cert-out", certOut,
+			"--key", "reader=cmVhZA==", "--key-rights", "reader=listen", "--log-level", "error"}, pw, &stderr)
+		pw.Close()
+	}()
+	r := bufio.NewReader(pr)
+	var lines []string
+	for range 2 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the connection strings: %v (stderr: %s)", err, stderr.String())
+		}
+		lines = append(lines, strings.TrimSpace(line))
+	}
+	go io.Copy(io.Discard, r)
+	tlsCS := lines[1]
+	if strings.Contains(tlsCS, "UseDevelopmentEmulator") || !strings.Contains(tlsCS, "SharedAccessKeyName=reader") {
+		t.Fatalf("second line = %q, want a TLS connection string", tlsCS)
+	}
+	pemBytes, err := os.ReadFile(certOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatalf("%s holds no certificate", certOut)
+	}
+	cc, err := azeventhubs.NewConsumerClientFromConnectionString(tlsCS, "", azeventhubs.DefaultConsumerGroup,
+		&azeventhubs.ConsumerClientOptions{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	props, err := cc.GetEventHubProperties(rctx, nil)
+	if err != nil || len(props.PartitionIDs) != 4 {
+		t.Fatalf("GetEventHubProperties over TLS = %+v, %v", props, err)
+	}
+	cc.Close(rctx)
+	cancel()
+	if c := <-code; c != exitOK {
+		t.Fatalf("exit code %d, stderr: %s", c, stderr.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,6 +182,12 @@ func (n *Namespace) closePartitions() error {
 func (n *Namespace) Hub(name string) (*Hub, error) {
 	if h, ok := n.hubs[name]; ok {
 		return h, nil
+	}
+	// The service matches entity names case-insensitively.
+	for hn, h := range n.hubs {
+		if strings.EqualFold(hn, name) {
+			return h, nil
+		}
 	}
 	return nil, errHubNotFound(name)
 }
