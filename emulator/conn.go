@@ -89,6 +89,7 @@ type conn struct {
 
 	mu        sync.Mutex          // guards the fields below and all session and link state
 	sessions  map[uint16]*session // by channel (the server uses the client's channel number)
+	ended     map[uint16]struct{} // channels whose session the client ended and has not begun again
 	opened    bool                // open exchanged; a close frame may be sent
 	closing   bool                // teardown started; send nothing more
 	reason    closeReason
@@ -112,6 +113,7 @@ func newConn(srv *Server, nc net.Conn) *conn {
 		log:          srv.log.With("remote", nc.RemoteAddr().String()),
 		peerMaxFrame: amqp.MinMaxFrameSize,
 		sessions:     map[uint16]*session{},
+		ended:        map[uint16]struct{}{},
 		wake:         make(chan struct{}, 1),
 		flushed:      make(chan struct{}),
 	}
@@ -127,6 +129,9 @@ func (c *conn) serve() {
 	buf, err := c.handshake()
 	if err != nil {
 		c.log.Debug("handshake failed", "err", err)
+		if closeReasonOf(err) == closeProtocolError {
+			c.srv.noteProtocolError(err)
+		}
 		c.teardown(closeReasonOf(err), nil)
 	} else {
 		go c.writeLoop()
@@ -141,6 +146,7 @@ func (c *conn) serve() {
 			c.teardown(closeClient, nil)
 		case errors.As(err, &pe):
 			c.log.Info("closing connection on protocol error", "err", err)
+			c.srv.noteProtocolError(err)
 			c.teardown(closeProtocolError, pe.err)
 		default:
 			c.teardown(closeReasonOf(err), nil)
@@ -275,12 +281,7 @@ func (c *conn) handshake() ([]byte, error) {
 	}
 	c.peerMaxFrame = open.MaxFrameSize
 	c.log = c.log.With("container", open.ContainerID)
-	reply, err := amqp.AppendFrame(nil, amqp.FrameAMQP, 0, &amqp.Open{
-		ContainerID:  "ehsink-emulator",
-		MaxFrameSize: maxFrameIn,
-		ChannelMax:   65535,
-		IdleTimeout:  idleTimeoutMs,
-	}, nil)
+	reply, err := amqp.AppendFrame(nil, amqp.FrameAMQP, 0, serverOpen(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("encode open: %w", err)
 	}
@@ -293,12 +294,23 @@ func (c *conn) handshake() ([]byte, error) {
 	return buf, nil
 }
 
+// serverOpen is the server's open frame. Every field a client may read
+// is set, since some clients index the field list without defaults.
+func serverOpen() *amqp.Open {
+	return &amqp.Open{
+		ContainerID:  "ehsink-emulator",
+		MaxFrameSize: maxFrameIn,
+		ChannelMax:   65535,
+		IdleTimeout:  idleTimeoutMs,
+	}
+}
+
 // closeDuringOpen answers a bad open with our open and a close carrying
 // the error, as the spec requires before closing.
 func (c *conn) closeDuringOpen(err error) error {
 	var pe *protoError
 	if errors.As(err, &pe) {
-		b, _ := amqp.AppendFrame(nil, amqp.FrameAMQP, 0, &amqp.Open{ContainerID: "ehsink-emulator"}, nil)
+		b, _ := amqp.AppendFrame(nil, amqp.FrameAMQP, 0, serverOpen(), nil)
 		b, _ = amqp.AppendFrame(b, amqp.FrameAMQP, 0, &amqp.Close{Error: pe.err}, nil)
 		c.nc.Write(b)
 	}
@@ -465,7 +477,14 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 	}
 	c.mu.Lock()
 	s := c.sessions[ch]
+	_, ended := c.ended[ch]
 	c.mu.Unlock()
+	if s == nil && ended {
+		// A frame the client sent before it saw our end (pyamqp detaches
+		// its links after ending a closing session): late, not illegal.
+		c.log.Debug("ignoring frame for an ended session", "performative", fmt.Sprintf("%T", p), "channel", ch)
+		return nil
+	}
 	if s == nil {
 		return errProto(amqp.ErrNotAllowed, "%T on channel %d without a session", p, ch)
 	}
@@ -497,6 +516,7 @@ func (c *conn) onBegin(ch uint16, b *amqp.Begin) error {
 	}
 	s := newSession(c, ch, b)
 	c.sessions[ch] = s
+	delete(c.ended, ch)
 	c.writeFrameLocked(ch, &amqp.Begin{
 		RemoteChannel:  &ch,
 		NextOutgoingID: s.nextOutgoingID,
@@ -511,6 +531,7 @@ func (c *conn) onEnd(s *session) error {
 	c.mu.Lock()
 	cleanups := s.detachAllLocked()
 	delete(c.sessions, s.channel)
+	c.ended[s.channel] = struct{}{}
 	c.writeFrameLocked(s.channel, &amqp.End{})
 	c.mu.Unlock()
 	for _, f := range cleanups {

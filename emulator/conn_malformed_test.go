@@ -14,9 +14,10 @@ import (
 
 // rawConn is a hand-driven AMQP client for protocol-error tests.
 type rawConn struct {
-	t   testing.TB
-	nc  net.Conn
-	buf []byte
+	t        testing.TB
+	nc       net.Conn
+	buf      []byte
+	openBody []byte // the server's open frame body, as sent
 }
 
 func dialRaw(t testing.TB, addr string) *rawConn {
@@ -67,6 +68,14 @@ func (r *rawConn) fill() error {
 // readFrame returns the next non-empty frame's performative, or nil at EOF.
 func (r *rawConn) readFrame() amqp.Performative {
 	r.t.Helper()
+	p, _, _ := r.readFull()
+	return p
+}
+
+// readFull returns the next non-empty frame's performative, its payload
+// (transfers) and its raw body, or nil at EOF.
+func (r *rawConn) readFull() (amqp.Performative, []byte, []byte) {
+	r.t.Helper()
 	for {
 		f, n, err := amqp.NextFrame(r.buf, 1<<24)
 		if err != nil {
@@ -75,21 +84,22 @@ func (r *rawConn) readFrame() amqp.Performative {
 		if n == 0 {
 			if err := r.fill(); err != nil {
 				if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
-					return nil
+					return nil, nil, nil
 				}
 				r.t.Fatalf("read: %v", err)
 			}
 			continue
 		}
+		body := append([]byte(nil), f.Body...)
 		r.buf = r.buf[n:]
-		if len(f.Body) == 0 {
+		if len(body) == 0 {
 			continue
 		}
-		p, _, err := amqp.DecodeBody(f.Header.Type, f.Body)
+		p, payload, err := amqp.DecodeBody(f.Header.Type, body)
 		if err != nil {
 			r.t.Fatalf("server sent an undecodable frame: %v", err)
 		}
-		return p
+		return p, payload, body
 	}
 }
 
@@ -113,9 +123,11 @@ func (r *rawConn) handshake() {
 	r.write(amqp.ProtocolHeader(amqp.ProtoAMQP))
 	r.readHeader()
 	r.writeFrame(amqp.FrameAMQP, 0, &amqp.Open{ContainerID: "raw", MaxFrameSize: 65536})
-	if _, ok := r.readFrame().(*amqp.Open); !ok {
+	p, _, body := r.readFull()
+	if _, ok := p.(*amqp.Open); !ok {
 		r.t.Fatal("no open")
 	}
+	r.openBody = body
 }
 
 func frameBytes(t testing.TB, ch uint16, p amqp.Performative) []byte {
@@ -156,7 +168,7 @@ func malformedStreams(t testing.TB) []struct {
 // on its own connection and expects close with an AMQP error, while an SDK
 // client on another connection keeps working.
 func TestMalformedInputClosesOnlyThatConnection(t *testing.T) {
-	srv := startEmulator(t, Config{})
+	srv := startEmulator(t, Config{}, expectProtocolErrors{})
 	p := newProducer(t, srv, "orders")
 	sendEvents(t, p, nil, "before")
 	streams := malformedStreams(t)

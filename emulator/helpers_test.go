@@ -21,9 +21,16 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// expectProtocolErrors is a startEmulator option for tests that send
+// illegal frames on purpose.
+type expectProtocolErrors struct{}
+
 // startEmulator starts an in-process emulator with one hub "orders" of 4
 // partitions unless cfg says otherwise, and shuts it down at cleanup.
-func startEmulator(t testing.TB, cfg Config) *Server {
+// The test fails if the emulator closed a connection on a protocol error,
+// unless it passes expectProtocolErrors{}: real clients see such a close
+// as a dropped connection, so it is an emulator bug until proven otherwise.
+func startEmulator(t testing.TB, cfg Config, opts ...expectProtocolErrors) *Server {
 	t.Helper()
 	if cfg.Hubs == nil {
 		cfg.Hubs = []HubConfig{{Name: "orders", Partitions: 4, ConsumerGroups: []string{"cg1"}}}
@@ -42,6 +49,9 @@ func startEmulator(t testing.TB, cfg Config) *Server {
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
+		}
+		if n, errs := srv.ProtocolErrors(); n > 0 && len(opts) == 0 {
+			t.Errorf("the emulator closed %d connection(s) on protocol errors: %q", n, errs)
 		}
 	})
 	return srv

@@ -1,8 +1,6 @@
 package emulator
 
 import (
-	"fmt"
-
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/ehsink/ehsink/emulator/amqp"
@@ -17,8 +15,8 @@ type rpcResponse struct {
 
 // rpcHandler adapts a request handler to a sender link: it accepts the
 // request delivery, runs the handler and sends the response, settled, on
-// the client's receiver link whose target is the request's reply-to, with
-// correlation-id = message-id (the SDK drops anything else).
+// the client's reply link (see replyLinkLocked), with correlation-id =
+// message-id, of the same AMQP type (clients compare them as values).
 func (s *Server) rpcHandler(handle func(l *link, req *goamqp.Message) rpcResponse) func(*link, *delivery) {
 	return func(l *link, d *delivery) {
 		c := l.s.c
@@ -33,13 +31,17 @@ func (s *Server) rpcHandler(handle func(l *link, req *goamqp.Message) rpcRespons
 		}
 		l.settle(d, &amqp.Accepted{})
 		s.delay(c.ctx)
-		if req.Properties == nil || req.Properties.ReplyTo == nil {
-			c.log.Debug("rpc request without reply-to dropped")
-			return
+		var replyTo string
+		var messageID any
+		if req.Properties != nil {
+			messageID = req.Properties.MessageID
+			if req.Properties.ReplyTo != nil {
+				replyTo = *req.Properties.ReplyTo
+			}
 		}
 		resp := handle(l, &req)
 		msg := &goamqp.Message{
-			Properties: &goamqp.MessageProperties{CorrelationID: correlationString(req.Properties.MessageID)},
+			Properties: &goamqp.MessageProperties{CorrelationID: messageID},
 			ApplicationProperties: map[string]any{
 				"status-code":        resp.status,
 				"status-description": resp.desc,
@@ -53,41 +55,57 @@ func (s *Server) rpcHandler(handle func(l *link, req *goamqp.Message) rpcRespons
 			c.log.Error("encode rpc response", "err", err)
 			return
 		}
-		c.sendToReplyTo(*req.Properties.ReplyTo, b)
+		c.sendReply(l, replyTo, b)
 	}
 }
 
-// correlationString renders a message-id as the string correlation-id the
-// SDK type-asserts.
-func correlationString(id any) string {
-	switch v := id.(type) {
-	case string:
-		return v
-	case nil:
-		return ""
-	case goamqp.UUID:
-		return v.String()
-	}
-	return fmt.Sprint(id)
-}
-
-// sendToReplyTo sends msg on the server-sender link whose target address
-// is replyTo, on any session of this connection.
-func (c *conn) sendToReplyTo(replyTo string, msg []byte) {
+// sendReply sends an RPC response on the reply link for a request that
+// arrived on req with the given reply-to.
+func (c *conn) sendReply(req *link, replyTo string, msg []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	l := c.replyLinkLocked(req, replyTo)
+	if l == nil {
+		c.log.Debug("no reply link for rpc response", "reply_to", replyTo, "node", req.target.Address)
+		return
+	}
+	if l.credit == 0 {
+		c.log.Debug("rpc reply link has no credit yet; sending anyway", "reply_to", replyTo)
+		l.credit = 1
+	}
+	l.sendMessageLocked(msg, uint64(l.deliveryCount))
+}
+
+// replyLinkLocked finds the server-sender link a response goes to. Each
+// SDK names it differently:
+//   - go-amqp (Go SDK): reply-to is the receiver link's target address;
+//   - rhea (JavaScript SDK): reply-to is the receiver link's name, and the
+//     link has no target address;
+//   - pyamqp (Python SDK): no reply-to; the answer goes to the receiver
+//     link on the request's session whose source is the same node.
+func (c *conn) replyLinkLocked(req *link, replyTo string) *link {
+	usable := func(l *link) bool { return !l.detached && l.serverSends() }
+	if replyTo == "" {
+		for _, l := range req.s.links {
+			if usable(l) && l.source != nil && l.source.Address == req.target.Address {
+				return l
+			}
+		}
+		return nil
+	}
+	var byName *link
 	for _, s := range c.sessions {
 		for _, l := range s.links {
-			if l.detached || !l.serverSends() || l.target == nil || l.target.Address != replyTo {
+			if !usable(l) {
 				continue
 			}
-			if l.credit == 0 {
-				c.log.Debug("rpc reply link has no credit yet; sending anyway", "reply_to", replyTo)
-				l.credit = 1
+			if l.target != nil && l.target.Address == replyTo {
+				return l
 			}
-			l.sendMessageLocked(msg, uint64(l.deliveryCount))
-			return
+			if byName == nil && l.name == replyTo {
+				byName = l
+			}
 		}
 	}
-	c.log.Debug("no reply link for rpc response", "reply_to", replyTo)
+	return byName
 }

@@ -41,6 +41,9 @@ func TestSDKRestartWithDataDir(t *testing.T) {
 	if err := srv1.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if n, errs := srv1.ProtocolErrors(); n > 0 {
+		t.Errorf("the first emulator closed %d connection(s) on protocol errors: %q", n, errs)
+	}
 
 	srv2 := startEmulator(t, cfg)
 	after := read(srv2, 10)

@@ -34,10 +34,12 @@ type Server struct {
 	dropped  atomic.Int64 // connections closed for I/O errors or idleness (for tests and logs)
 	accepted atomic.Int64 // connections accepted since Start
 
-	mu        sync.Mutex // guards conns, listeners, closed (and s.ln when Serve sets it)
-	conns     map[*conn]struct{}
-	listeners map[net.Listener]struct{}
-	closed    bool
+	mu         sync.Mutex // guards conns, listeners, closed, protoErrs (and s.ln when Serve sets it)
+	conns      map[*conn]struct{}
+	listeners  map[net.Listener]struct{}
+	closed     bool
+	protoErrs  []string // the first maxProtoErrs protocol errors that closed a connection
+	protoCount int      // all of them
 
 	wg           sync.WaitGroup // accept loops, connections, admin server
 	shutdownOnce sync.Once
@@ -328,6 +330,29 @@ func (s *Server) DropConnections() int {
 		c.drop()
 	}
 	return len(conns)
+}
+
+// maxProtoErrs bounds the protocol errors a Server keeps for
+// ProtocolErrors.
+const maxProtoErrs = 16
+
+func (s *Server) noteProtocolError(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.protoCount++
+	if len(s.protoErrs) < maxProtoErrs {
+		s.protoErrs = append(s.protoErrs, err.Error())
+	}
+}
+
+// ProtocolErrors returns how many connections the server closed because
+// the client broke the protocol, and the first few errors. A conforming
+// client never causes one; tests use it to catch emulator bugs that real
+// clients would see as dropped connections.
+func (s *Server) ProtocolErrors() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.protoCount, slices.Clone(s.protoErrs)
 }
 
 // connsAccepted returns how many connections were accepted since Start.

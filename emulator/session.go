@@ -25,7 +25,19 @@ type session struct {
 	nextDeliveryID       uint32
 
 	links map[uint32]*link // by handle
+
+	// gone holds handles the client detached and has not attached again.
+	// Frames for them that were in flight when the detach was sent (a late
+	// flow from go-amqp's receiver, a transfer, a second detach) are
+	// ignored: an unknown handle would otherwise be a protocol error, and
+	// closing the connection for it takes down every other link.
+	gone map[uint32]struct{}
 }
+
+// maxGoneHandles bounds session.gone. Clients reuse handles, so the set
+// stays tiny in practice; a client that never does cannot grow it
+// without bound.
+const maxGoneHandles = 1024
 
 func newSession(c *conn, ch uint16, b *amqp.Begin) *session {
 	return &session{
@@ -35,7 +47,27 @@ func newSession(c *conn, ch uint16, b *amqp.Begin) *session {
 		incomingWindow:       sessionWindow,
 		remoteIncomingWindow: b.IncomingWindow,
 		links:                map[uint32]*link{},
+		gone:                 map[uint32]struct{}{},
 	}
+}
+
+// forgetLocked removes a detached link's handle and remembers it as gone.
+func (s *session) forgetLocked(h uint32) {
+	delete(s.links, h)
+	if len(s.gone) >= maxGoneHandles {
+		for old := range s.gone {
+			delete(s.gone, old)
+			break
+		}
+	}
+	s.gone[h] = struct{}{}
+}
+
+// isGoneLocked reports whether h was detached by the client, so a frame
+// for it is late rather than illegal.
+func (s *session) isGoneLocked(h uint32) bool {
+	_, ok := s.gone[h]
+	return ok
 }
 
 // flowLocked builds a flow with the session fields; l adds link fields.
@@ -74,6 +106,9 @@ func (s *session) onFlow(f *amqp.Flow) error {
 	}
 	l := s.links[*f.Handle]
 	if l == nil {
+		if s.isGoneLocked(*f.Handle) {
+			return nil
+		}
 		return errProto(amqp.ErrUnattachedHandle, "flow for unknown handle %d", *f.Handle)
 	}
 	if l.detached {
@@ -113,6 +148,7 @@ func (s *session) onAttach(a *amqp.Attach) error {
 		c.mu.Unlock()
 		return errProto(amqp.ErrHandleInUse, "attach on handle %d, which is in use", a.Handle)
 	}
+	delete(s.gone, a.Handle)
 	c.mu.Unlock()
 	// Node resolution may touch hub state and epochs; do it without
 	// conn.mu so a steal that detaches links of this connection cannot
@@ -134,6 +170,9 @@ func (s *session) onAttach(a *amqp.Attach) error {
 		Role:          !a.Role,
 		SndSettleMode: a.SndSettleMode,
 		RcvSettleMode: a.RcvSettleMode,
+		// Always a map, never null: pyamqp merges it into its own link
+		// properties with dict.update.
+		Properties: amqp.Map{},
 	}
 	if attachErr != nil {
 		// Rejection per the spec: null terminus, then detach with the error.
@@ -172,10 +211,14 @@ func (s *session) onDetach(d *amqp.Detach) error {
 	c.mu.Lock()
 	l := s.links[d.Handle]
 	if l == nil {
+		gone := s.isGoneLocked(d.Handle)
 		c.mu.Unlock()
+		if gone {
+			return nil
+		}
 		return errProto(amqp.ErrUnattachedHandle, "detach for unknown handle %d", d.Handle)
 	}
-	delete(s.links, d.Handle)
+	s.forgetLocked(d.Handle)
 	wasDetached := l.detached
 	cleanup := l.detachLocked()
 	if !wasDetached {
@@ -216,7 +259,11 @@ func (s *session) onTransfer(t *amqp.Transfer, payload []byte) error {
 	}
 	l := s.links[t.Handle]
 	if l == nil {
+		gone := s.isGoneLocked(t.Handle)
 		c.mu.Unlock()
+		if gone {
+			return nil
+		}
 		return errProto(amqp.ErrUnattachedHandle, "transfer for unknown handle %d", t.Handle)
 	}
 	if l.serverSends() {

@@ -55,7 +55,7 @@ func (e *Error) Error() string {
 func (e *Error) AppendAMQP(dst []byte) ([]byte, error) {
 	w := newFieldWriter(dst, DescError)
 	w.dst = AppendSymbol(w.dst, e.Condition) // mandatory, even when empty
-	w.mark(false)
+	w.count++
 	w.strOmitEmpty(e.Description)
 	w.fieldMap(e.Info)
 	return w.done()
@@ -137,7 +137,7 @@ func (r *Received) AppendAMQP(dst []byte) ([]byte, error) {
 	w := newFieldWriter(dst, DescReceived)
 	w.uint(r.SectionNumber)
 	w.dst = AppendUlong(w.dst, r.SectionOffset)
-	w.mark(false)
+	w.count++
 	return w.done()
 }
 

@@ -237,32 +237,25 @@ func (f *fields) errorField(i int) *Error {
 	return e
 }
 
-// fieldWriter encodes a composite as described(code, list32 fields) and
-// trims trailing null fields, as the spec allows and peers expect.
+// fieldWriter encodes a composite as described(code, list32 fields) with
+// every field of the type present, null when absent. The spec allows a
+// sender to trim trailing nulls, but some clients (pyamqp, the Python
+// Event Hubs SDK) index the received field list by position without
+// padding it; they work against the service, which sends full lists.
 type fieldWriter struct {
-	dst     []byte
-	at      int // offset of the list size field
-	lastEnd int // end offset of the last non-null field
-	count   int // fields written so far
-	nonNull int // fields up to and including the last non-null one
-	err     error
+	dst   []byte
+	at    int // offset of the list size field
+	count int // fields written so far
+	err   error
 }
 
 func newFieldWriter(dst []byte, code uint64) *fieldWriter {
 	dst = AppendDescriptor(dst, code)
 	dst, at := compoundStart(dst, codeList32)
-	return &fieldWriter{dst: dst, at: at, lastEnd: len(dst)}
+	return &fieldWriter{dst: dst, at: at}
 }
 
-func (w *fieldWriter) mark(null bool) {
-	w.count++
-	if !null {
-		w.nonNull = w.count
-		w.lastEnd = len(w.dst)
-	}
-}
-
-func (w *fieldWriter) null() { w.dst = append(w.dst, codeNull); w.mark(true) }
+func (w *fieldWriter) null() { w.dst = append(w.dst, codeNull); w.count++ }
 
 func (w *fieldWriter) any(v any) {
 	if v == nil {
@@ -273,10 +266,10 @@ func (w *fieldWriter) any(v any) {
 	if w.dst, err = Append(w.dst, v); err != nil && w.err == nil {
 		w.err = err
 	}
-	w.mark(false)
+	w.count++
 }
 
-func (w *fieldWriter) str(s string) { w.dst = AppendString(w.dst, s); w.mark(false) }
+func (w *fieldWriter) str(s string) { w.dst = AppendString(w.dst, s); w.count++ }
 
 func (w *fieldWriter) optStr(s *string) {
 	if s == nil {
@@ -300,10 +293,10 @@ func (w *fieldWriter) sym(s Symbol) {
 		return
 	}
 	w.dst = AppendSymbol(w.dst, s)
-	w.mark(false)
+	w.count++
 }
 
-func (w *fieldWriter) uint(v uint32) { w.dst = AppendUint(w.dst, v); w.mark(false) }
+func (w *fieldWriter) uint(v uint32) { w.dst = AppendUint(w.dst, v); w.count++ }
 
 // uintDef writes v, or null when v equals the field's default.
 func (w *fieldWriter) uintDef(v, def uint32) {
@@ -328,7 +321,7 @@ func (w *fieldWriter) ulongOmitZero(v uint64) {
 		return
 	}
 	w.dst = AppendUlong(w.dst, v)
-	w.mark(false)
+	w.count++
 }
 
 func (w *fieldWriter) optUbyte(v *uint8) {
@@ -337,7 +330,7 @@ func (w *fieldWriter) optUbyte(v *uint8) {
 		return
 	}
 	w.dst = append(w.dst, codeUbyte, *v)
-	w.mark(false)
+	w.count++
 }
 
 func (w *fieldWriter) ubyteDef(v, def uint8) {
@@ -346,10 +339,10 @@ func (w *fieldWriter) ubyteDef(v, def uint8) {
 		return
 	}
 	w.dst = append(w.dst, codeUbyte, v)
-	w.mark(false)
+	w.count++
 }
 
-func (w *fieldWriter) bool(v bool) { w.dst = AppendBool(w.dst, v); w.mark(false) }
+func (w *fieldWriter) bool(v bool) { w.dst = AppendBool(w.dst, v); w.count++ }
 
 func (w *fieldWriter) boolOmitFalse(v bool) {
 	if !v {
@@ -365,7 +358,7 @@ func (w *fieldWriter) binary(p []byte) {
 		return
 	}
 	w.dst = AppendBinary(w.dst, p)
-	w.mark(false)
+	w.count++
 }
 
 func (w *fieldWriter) symbols(s []Symbol) {
@@ -374,7 +367,7 @@ func (w *fieldWriter) symbols(s []Symbol) {
 		return
 	}
 	w.dst = AppendSymbolArray(w.dst, s)
-	w.mark(false)
+	w.count++
 }
 
 func (w *fieldWriter) fieldMap(m Map) {
@@ -395,13 +388,12 @@ func (w *fieldWriter) marshaler(m Marshaler, isNil bool) {
 	if w.dst, err = m.AppendAMQP(w.dst); err != nil && w.err == nil {
 		w.err = err
 	}
-	w.mark(false)
+	w.count++
 }
 
 func (w *fieldWriter) done() ([]byte, error) {
 	if w.err != nil {
 		return w.dst, w.err
 	}
-	w.dst = w.dst[:w.lastEnd]
-	return compoundEnd(w.dst, w.at, w.nonNull), nil
+	return compoundEnd(w.dst, w.at, w.count), nil
 }

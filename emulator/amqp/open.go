@@ -27,11 +27,7 @@ func (o *Open) AppendAMQP(dst []byte) ([]byte, error) {
 	w.str(o.ContainerID)
 	w.strOmitEmpty(o.Hostname)
 	w.uintDef(o.MaxFrameSize, 0)
-	if o.ChannelMax == 65535 {
-		w.null()
-	} else {
-		w.any(o.ChannelMax)
-	}
+	w.any(o.ChannelMax) // always sent: pyamqp reads it without a default
 	w.uintDef(o.IdleTimeout, 0)
 	w.null() // outgoing-locales
 	w.null() // incoming-locales

@@ -30,7 +30,7 @@ func (*SASLMechanisms) Descriptor() uint64 { return DescSASLMechanisms }
 func (m *SASLMechanisms) AppendAMQP(dst []byte) ([]byte, error) {
 	w := newFieldWriter(dst, DescSASLMechanisms)
 	w.dst = AppendSymbolArray(w.dst, m.Mechanisms)
-	w.mark(false)
+	w.count++
 	return w.done()
 }
 
@@ -57,7 +57,7 @@ func (*SASLInit) Descriptor() uint64 { return DescSASLInit }
 func (i *SASLInit) AppendAMQP(dst []byte) ([]byte, error) {
 	w := newFieldWriter(dst, DescSASLInit)
 	w.dst = AppendSymbol(w.dst, i.Mechanism)
-	w.mark(false)
+	w.count++
 	w.binary(i.InitialResponse)
 	w.strOmitEmpty(i.Hostname)
 	return w.done()
@@ -85,7 +85,7 @@ func (*SASLOutcome) Descriptor() uint64 { return DescSASLOutcome }
 func (o *SASLOutcome) AppendAMQP(dst []byte) ([]byte, error) {
 	w := newFieldWriter(dst, DescSASLOutcome)
 	w.dst = append(w.dst, codeUbyte, o.Code)
-	w.mark(false)
+	w.count++
 	w.binary(o.AdditionalData)
 	return w.done()
 }

@@ -32,7 +32,7 @@ func (b *Begin) AppendAMQP(dst []byte) ([]byte, error) {
 	w.uint(b.NextOutgoingID)
 	w.uint(b.IncomingWindow)
 	w.uint(b.OutgoingWindow)
-	w.uintDef(b.HandleMax, 1<<32-1)
+	w.uint(b.HandleMax) // always sent: pyamqp compares against it without a default
 	w.symbols(b.OfferedCapabilities)
 	w.symbols(b.DesiredCapabilities)
 	w.fieldMap(b.Properties)
