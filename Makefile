@@ -8,7 +8,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 CONFIG   ?= connectors.yaml
 FUZZTIME ?= 5s
 
-.PHONY: help build build-static image run test unit fuzz lint tools services bench clean
+.PHONY: help build build-static image run test unit fuzz lint tools services bench bench-e2e clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -63,6 +63,10 @@ tools: ## install test tools that are not Go modules (Azurite into .tools/, Post
 
 bench: ## run the benchmarks (emulator, sinks)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./emulator/... ./sinks/...
+
+EVENTS ?= 1000000
+bench-e2e: ## ehsink end to end against raw drain, COPY and merge baselines (EVENTS=1000000; needs PostgreSQL 15)
+	EVENTS=$(EVENTS) $(GO) test -run '^$$' -bench '^BenchmarkE2E$$' -benchtime 1x -timeout 60m ./bench/e2e/
 
 clean: ## remove build output and local state (.ehsink/)
 	rm -rf bin .ehsink

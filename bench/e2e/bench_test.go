@@ -1,0 +1,311 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ehsink/ehsink/internal/testenv"
+)
+
+// TestMain runs the drain child when the benchmark starts this binary as
+// one, and otherwise the benchmark, stopping the PostgreSQL it started.
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "drain" {
+		os.Exit(drainMain())
+	}
+	testenv.Main(m)
+}
+
+// Defaults of the knobs (environment variables).
+const (
+	defaultEvents   = 1_000_000 // EVENTS: the backlog, rounded up to a multiple of 4
+	defaultDrains   = 3         // DRAINS: raw SDK drains, of which the median is the ceiling
+	defaultRawBatch = 5000      // RAW_BATCH: rows per COPY and per merge transaction of the raw baselines
+	sourceBatch     = 500       // the source's default max_events: the raw drain asks for as many per call
+	pollInterval    = 20 * time.Millisecond
+)
+
+// result is one measured run.
+type result struct {
+	events    int
+	elapsed   time.Duration
+	cpu       time.Duration // of the measured process, to the last event
+	peakRSS   int64
+	serverCPU time.Duration // PostgreSQL's, 0 when not measured
+}
+
+func (r result) rate() float64 { return float64(r.events) / r.elapsed.Seconds() }
+
+// BenchmarkE2E is `make bench-e2e`; see the package documentation. It
+// runs once (-benchtime 1x) and prints a Markdown table.
+func BenchmarkE2E(b *testing.B) {
+	per := (envInt(b, "EVENTS", defaultEvents) + partitions - 1) / partitions
+	events := per * partitions
+	drains := envInt(b, "DRAINS", defaultDrains)
+	rawBatch := envInt(b, "RAW_BATCH", defaultRawBatch)
+	if b.N != 1 {
+		b.Fatalf("b.N = %d: run with -benchtime 1x (one measurement is minutes long)", b.N)
+	}
+	load := loadAverage()
+	bin := buildEhsink(b)
+	pg := testenv.Postgres(b)
+	pm := postmasterPID(b, pg.DSN())
+	_, conns := startEmulator(b, bin, "orders", "demo")
+
+	send := runSend(b, bin, conns[1], events)
+	b.Logf("ehsink send --demo --count %d: %.0f events/s, peak RSS %s", events, send.rate(), mib(send.peakRSS))
+
+	bodyBytes := loadBacklog(b, conns[0], per)
+	last := lastSequences(b, conns[0])
+	counts := map[string]int64{}
+	for id, seq := range last {
+		if seq != int64(per-1) {
+			b.Fatalf("partition %s ends at sequence number %d, want %d (a fresh emulator)", id, seq, per-1)
+		}
+		counts[id] = seq + 1
+	}
+	b.Logf("backlog: %d events, %d B of JSON each on average", events, bodyBytes/int64(events))
+
+	var raws []result
+	for range drains {
+		raws = append(raws, rawDrain(b, conns[0], counts, events))
+		b.Logf("raw drain: %.0f events/s", raws[len(raws)-1].rate())
+	}
+	slices.SortFunc(raws, func(x, y result) int { return cmp.Compare(x.elapsed, y.elapsed) })
+	drain := raws[len(raws)/2]
+
+	cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
+	copyRes := result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
+	b.Logf("raw COPY: %.0f rows/s", copyRes.rate())
+	mg := rawMerge(b, pg.NewDatabase(b), pm, per, rawBatch)
+	mergeRes := result{events: events, elapsed: mg.elapsed, serverCPU: mg.serverCPU}
+	b.Logf("raw merge: %.0f rows/s", mergeRes.rate())
+
+	toPostgres := func(mode string) result {
+		dsn := pg.NewDatabase(b)
+		sink := fmt.Sprintf("type: postgres\n      dsn: %q\n      table: orders\n      mode: %s\n      create_table: true\n", dsn, mode)
+		if mode == "upsert" {
+			sink += "      key: [order_id]\n"
+		}
+		r := runEhsink(b, bin, conns[0], last, sink+"      columns:"+columnsYAML, pm, events)
+		if n := countRows(b, dsn, "orders"); n != events {
+			b.Fatalf("%s: the table holds %d rows, want %d", mode, n, events)
+		}
+		b.Logf("ehsink → %s: %.0f events/s", mode, r.rate())
+		return r
+	}
+	appendRes := toPostgres("append")
+	upsertRes := toPostgres("upsert")
+	pq := fmt.Sprintf("type: parquet\n      dir: %q\n      max_rows: %d\n      columns:%s", filepath.Join(b.TempDir(), "parquet"), per, columnsYAML)
+	parquetRes := runEhsink(b, bin, conns[0], last, pq, 0, events)
+	b.Logf("ehsink → parquet: %.0f events/s", parquetRes.rate())
+
+	// The table.
+	src := drain.rate()
+	cpuPer := func(r result) float64 { return float64(r.cpu.Microseconds()) / float64(r.events) }
+	srvPer := func(r result) string {
+		if r.serverCPU == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f", float64(r.serverCPU.Microseconds())/float64(r.events))
+	}
+	var rates []string
+	for _, r := range raws {
+		rates = append(rates, fmt.Sprintf("%.0fk", r.rate()/1000))
+	}
+	out := &strings.Builder{}
+	fmt.Fprintf(out, "\nbench-e2e, %s: %d events (%d per partition, %d B of JSON on average), %s, Go %s, load average at start %s\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), events, per, bodyBytes/int64(events), machine(), runtime.Version(), load)
+	fmt.Fprintln(out, "| run | events/s | ÷ ceiling | CPU µs/event | ÷ raw drain's | PostgreSQL CPU µs/row | peak RSS |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(out, "| raw SDK drain: source ceiling (median of %s) | %.0f | 1 | %.1f | 1 | – | %s |\n",
+		strings.Join(rates, ", "), src, cpuPer(drain), mib(drain.peakRSS))
+	fmt.Fprintf(out, "| raw pgx.CopyFrom, %d rows per COPY: append ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, copyRes.rate(), srvPer(copyRes))
+	fmt.Fprintf(out, "| raw merge by hand, %d rows per transaction: upsert ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, mergeRes.rate(), srvPer(mergeRes))
+	row := func(name string, r result, sink float64, ceiling string) {
+		c := min(src, sink)
+		if sink >= src {
+			ceiling = "source"
+		}
+		fmt.Fprintf(out, "| %s | %.0f | %.2f × %s | %.1f | %.2f | %s | %s |\n",
+			name, r.rate(), r.rate()/c, ceiling, cpuPer(r), cpuPer(r)/cpuPer(drain), srvPer(r), mib(r.peakRSS))
+	}
+	row("ehsink run → PostgreSQL append", appendRes, copyRes.rate(), "COPY")
+	row("ehsink run → PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge")
+	row(fmt.Sprintf("ehsink run → Parquet (max_rows %d)", per), parquetRes, src, "source")
+	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | %.1f | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
+	fmt.Print(out.String())
+}
+
+// rawDrain runs one drain child and measures it to its last event.
+func rawDrain(b *testing.B, conn string, counts map[string]int64, events int) result {
+	b.Helper()
+	c := startDrain(b, conn, counts, sourceBatch)
+	if l := c.line(b); l != "done" {
+		b.Fatalf("drain child printed %q, want done", l)
+	}
+	r := result{events: events, elapsed: time.Since(c.start)}
+	u := procUsage(b, c.pid())
+	r.cpu, r.peakRSS = u.cpu, u.peakRSS
+	_ = c.stdin.Close() // the child exits
+	c.stop(b, nil)
+	return r
+}
+
+// runSend runs `ehsink send --demo` to its exit.
+func runSend(b *testing.B, bin, conn string, events int) result {
+	b.Helper()
+	c := startChild(b, nil, bin, "send", "--connection", conn, "--demo", "--count", strconv.Itoa(events))
+	if l := c.line(b); !strings.HasPrefix(l, "sent "+strconv.Itoa(events)+" ") {
+		b.Fatalf("ehsink send printed %q", l)
+	}
+	<-c.exited
+	r := result{events: events, elapsed: time.Since(c.start)}
+	if c.waitErr != nil {
+		b.Fatalf("ehsink send: %v\n%s", c.waitErr, c.stderr)
+	}
+	ru := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	r.peakRSS = ru.Maxrss << 10
+	return r
+}
+
+// runEhsink runs `ehsink run` with one connector from earliest into sink
+// (the YAML of its sink block) and measures it from its start to the
+// moment its metrics show every partition's sink watermark at the last
+// event; then it stops it with SIGINT and expects exit status 0.
+func runEhsink(b *testing.B, bin, conn string, last map[string]int64, sink string, postmaster, events int) result {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := fmt.Sprintf(`connectors:
+  - name: bench
+    source:
+      connection: %q
+      load_balancing: {strategy: greedy}
+    checkpoint:
+      file: {dir: %q}
+    errors:
+      dead_letter: {dir: %q}
+    sink:
+      %s
+`, conn, filepath.Join(dir, "checkpoints"), filepath.Join(dir, "dead-letters"), sink)
+	path := filepath.Join(dir, "connectors.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	addr := freeAddr(b)
+	cpu0 := serverCPU(b, postmaster)
+	c := startChild(b, nil, bin, "run", "-c", path, "--metrics", addr, "--log-level", "warn")
+	client := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(30 * time.Minute) // a stall bound, not a measurement
+	for {
+		if done := watermarksAt(client, addr, last); done {
+			break
+		}
+		select {
+		case <-c.exited:
+			b.Fatalf("ehsink run exited before the last event: %v\n%s", c.waitErr, c.stderr)
+		case <-time.After(pollInterval):
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("ehsink run did not commit the backlog within 30m\n%s", c.stderr)
+		}
+	}
+	r := result{events: events, elapsed: time.Since(c.start)}
+	u := procUsage(b, c.pid())
+	r.cpu, r.peakRSS = u.cpu, u.peakRSS
+	r.serverCPU = serverCPU(b, postmaster) - cpu0
+	c.stop(b, syscall.SIGINT)
+	return r
+}
+
+// watermarksAt reports whether ehsink's /metrics show every partition's
+// sink watermark at its last sequence number.
+func watermarksAt(client *http.Client, addr string, last map[string]int64) bool {
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false // not listening yet
+	}
+	defer resp.Body.Close()
+	at := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "ehsink_sink_watermark_sequence_number{")
+		if !ok {
+			continue
+		}
+		labels, value, _ := strings.Cut(line, "} ")
+		_, p, _ := strings.Cut(labels, `partition="`)
+		p, _, _ = strings.Cut(p, `"`)
+		v, err := strconv.ParseFloat(value, 64)
+		if want, ok := last[p]; ok && err == nil && int64(v) == want {
+			at++
+		}
+	}
+	return at == len(last)
+}
+
+func freeAddr(b *testing.B) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
+
+// machine names the CPU and counts the cores.
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d × %s", runtime.NumCPU(), model)
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

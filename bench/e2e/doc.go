@@ -1,0 +1,30 @@
+// Package e2e holds `make bench-e2e`: ehsink measured end to end against
+// raw baselines of its source and sinks, in one run, on one machine.
+//
+// BenchmarkE2E (bench_test.go) builds the ehsink binary, starts
+// `ehsink emulator` as its own process, loads a backlog of EVENTS order
+// events (default 1,000,000, the same number in each of 4 partitions), and
+// then measures, each timed from its process start (or first statement) to
+// its last event:
+//
+//   - the raw SDK drain: a child process with one ConsumerClient and one
+//     PartitionClient per partition, each asking only for what its
+//     partition still holds (at most the source's default batch per call);
+//     the median of several drains is the source ceiling;
+//   - raw pgx.CopyFrom of the same rows (the append sink ceiling) and a raw
+//     merge done by hand: COPY into a temporary table and INSERT … ON
+//     CONFLICT with the same ordering guard and watermark fence as the
+//     sink (the upsert sink ceiling);
+//   - `ehsink run` into PostgreSQL append, PostgreSQL upsert and Parquet,
+//     with default settings but for the load-balancing strategy (greedy,
+//     as for one replica) and, for Parquet, max_rows set to the events of
+//     one partition so that the last event of a partition closes its file;
+//     the end is the moment the sink watermark of every partition, read
+//     from ehsink's /metrics, reaches the partition's last event;
+//   - `ehsink send --demo --count EVENTS` into a second hub (memory).
+//
+// It prints a table of events/s, the ratio to min(source ceiling, sink
+// ceiling), CPU µs per event against the raw drain's, the PostgreSQL
+// server's CPU µs per row, and peak RSS. It needs Linux (/proc) and
+// PostgreSQL from internal/testenv.
+package e2e

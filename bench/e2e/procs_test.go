@@ -1,0 +1,324 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+)
+
+// userHZ is the unit of utime and stime in /proc/<pid>/stat.
+const userHZ = 100
+
+// readyTimeout bounds waiting for a child to start or stop; it is a
+// readiness bound on a shared machine, not a measurement.
+const readyTimeout = 2 * time.Minute
+
+// child is a process the benchmark started and measures through /proc.
+type child struct {
+	cmd     *exec.Cmd
+	start   time.Time
+	stdout  *bufio.Reader
+	stdin   io.WriteCloser
+	stderr  *bytes.Buffer
+	exited  chan struct{}
+	waitErr error
+}
+
+// startChild starts name args with env added, stdout piped, stdin piped
+// (closing it tells a drain child to exit) and stderr kept for failures.
+func startChild(b *testing.B, env []string, name string, args ...string) *child {
+	b.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	c := &child{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	cmd.Stderr = c.stderr // read only after the exit
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
+		b.Fatal(err)
+	}
+	c.stdout = bufio.NewReader(out)
+	c.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	b.Cleanup(func() {
+		select {
+		case <-c.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-c.exited
+		}
+		if b.Failed() {
+			b.Logf("%s %s stderr:\n%s", filepath.Base(name), strings.Join(args, " "), c.stderr.String())
+		}
+	})
+	return c
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// line reads the next stdout line of the child, or fails after readyTimeout.
+func (c *child) line(b *testing.B) string {
+	b.Helper()
+	got := make(chan string, 1)
+	go func() {
+		l, _ := c.stdout.ReadString('\n')
+		got <- strings.TrimSpace(l)
+	}()
+	select {
+	case l := <-got:
+		return l
+	case <-time.After(readyTimeout):
+		b.Fatalf("%s printed no line within %v", c.cmd.Path, readyTimeout)
+		return ""
+	}
+}
+
+// stop sends sig (unless nil) and waits for the exit; a non-zero exit
+// fails b.
+func (c *child) stop(b *testing.B, sig os.Signal) {
+	b.Helper()
+	if sig != nil {
+		_ = c.cmd.Process.Signal(sig)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(readyTimeout):
+		b.Fatalf("%s did not exit within %v of %v", c.cmd.Path, readyTimeout, sig)
+	}
+	if c.waitErr != nil {
+		b.Fatalf("%s: %v\n%s", c.cmd.Path, c.waitErr, c.stderr.String())
+	}
+}
+
+// usage is what /proc says of a live process.
+type usage struct {
+	cpu     time.Duration // user + system
+	peakRSS int64         // bytes (VmHWM)
+}
+
+func procUsage(b *testing.B, pid int) usage {
+	b.Helper()
+	cpu, _, err := procCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := usage{cpu: cpu}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatalf("/proc/%d/status: VmHWM: %v", pid, err)
+			}
+			u.peakRSS = kb << 10
+		}
+	}
+	return u
+}
+
+// procCPU returns a process's own user+system CPU time and that of its
+// children it has waited for, from /proc/<pid>/stat.
+func procCPU(pid int) (own, children time.Duration, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) is parenthesised and may hold spaces.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: no ')' in %q", pid, data)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	const utime = 14 - 3 // fields utime, stime, cutime, cstime follow
+	if len(f) < utime+4 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(f))
+	}
+	var t [4]int64
+	for k := range t {
+		if t[k], err = strconv.ParseInt(f[utime+k], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	tick := time.Second / userHZ
+	return time.Duration(t[0]+t[1]) * tick, time.Duration(t[2]+t[3]) * tick, nil
+}
+
+// serverCPU returns the CPU time a PostgreSQL server has used: the
+// postmaster's, that of its live children (backends, background workers)
+// and that of the children that have exited; 0 without a postmaster.
+func serverCPU(b *testing.B, postmaster int) time.Duration {
+	b.Helper()
+	if postmaster == 0 {
+		return 0
+	}
+	own, gone, err := procCPU(postmaster)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := own + gone
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == postmaster || parentPID(pid) != postmaster {
+			continue
+		}
+		if cpu, _, err := procCPU(pid); err == nil { // a backend may just have exited
+			total += cpu
+		}
+	}
+	return total
+}
+
+func parentPID(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
+}
+
+// buildEhsink builds ./cmd/ehsink into a temporary directory.
+func buildEhsink(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "ehsink")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/ehsink/ehsink/cmd/ehsink")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/ehsink: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startEmulator starts `ehsink emulator` with the given hubs and returns
+// it and the connection string of each hub, in order.
+func startEmulator(b *testing.B, bin string, hubs ...string) (*child, []string) {
+	b.Helper()
+	args := []string{"emulator", "--listen", "127.0.0.1:0", "--log-level", "warn"}
+	for _, h := range hubs {
+		args = append(args, "--hub", h+"="+strconv.Itoa(partitions))
+	}
+	emu := startChild(b, nil, bin, args...)
+	conns := make([]string, len(hubs))
+	for i, h := range hubs {
+		conns[i] = emu.line(b)
+		if !strings.HasPrefix(conns[i], "Endpoint=sb://") || !strings.Contains(conns[i], "EntityPath="+h) {
+			b.Fatalf("emulator line %d is %q, want the connection string of hub %s", i+1, conns[i], h)
+		}
+	}
+	return emu, conns
+}
+
+// Environment of a drain child (the test binary run again).
+const (
+	roleEnv   = "EHSINK_BENCH_ROLE"
+	connEnv   = "EHSINK_BENCH_CONNECTION"
+	countsEnv = "EHSINK_BENCH_COUNTS" // partition=events,partition=events
+	batchEnv  = "EHSINK_BENCH_BATCH"
+)
+
+// startDrain runs the raw SDK drain as a child (this test binary again);
+// it prints "done" after the last event and exits when its stdin closes.
+func startDrain(b *testing.B, conn string, counts map[string]int64, batch int) *child {
+	b.Helper()
+	var spec []string
+	for p, n := range counts {
+		spec = append(spec, p+"="+strconv.FormatInt(n, 10))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return startChild(b, []string{roleEnv + "=drain", connEnv + "=" + conn, countsEnv + "=" + strings.Join(spec, ","),
+		batchEnv + "=" + strconv.Itoa(batch)}, self, "-test.run=^$")
+}
+
+// drainMain is the drain child: one ConsumerClient, one PartitionClient per
+// partition from earliest with the SDK's default prefetch, each goroutine
+// calling ReceiveEvents for min(batch, what its partition still holds)
+// until it has every event.
+func drainMain() int {
+	ctx := context.Background()
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "drain:", err); return 1 }
+	batch, err := strconv.Atoi(os.Getenv(batchEnv))
+	if err != nil {
+		return fail(err)
+	}
+	cc, err := azeventhubs.NewConsumerClientFromConnectionString(os.Getenv(connEnv), "", azeventhubs.DefaultConsumerGroup, nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer cc.Close(ctx)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, spec := range strings.Split(os.Getenv(countsEnv), ",") {
+		id, n, _ := strings.Cut(spec, "=")
+		want, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			return fail(err)
+		}
+		pc, err := cc.NewPartitionClient(id, &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: new(true)}})
+		if err != nil {
+			return fail(err)
+		}
+		defer pc.Close(ctx)
+		wg.Go(func() {
+			var got int64
+			for got < want {
+				// A stall bound, not a measurement: the events are all there.
+				rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+				evs, err := pc.ReceiveEvents(rctx, int(min(int64(batch), want-got)), nil)
+				cancel()
+				if err != nil {
+					mu.Lock()
+					first = fmt.Errorf("partition %s after %d of %d events: %w", id, got, want, err)
+					mu.Unlock()
+					return
+				}
+				got += int64(len(evs))
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return fail(first)
+	}
+	fmt.Println("done")
+	_, _ = io.Copy(io.Discard, os.Stdin) // stay measurable until the parent has read /proc
+	return 0
+}
