@@ -8,7 +8,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 CONFIG   ?= connectors.yaml
 FUZZTIME ?= 5s
 
-.PHONY: help build build-static image run test unit fuzz lint tools services bench bench-e2e clean
+.PHONY: help build build-static image run test unit fuzz lint tools services bench bench-e2e chaos chaos-short clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -60,6 +60,21 @@ lint: ## gofmt check and go vet
 tools: ## install test tools that are not Go modules (Azurite into .tools/, PostgreSQL 15 when missing)
 	bash scripts/install-tools.sh
 	bash scripts/install-postgres.sh
+
+# The chaos matrix (e2e/chaos): MODE=full|short, EVENTS, DURATION, BALANCING
+# (balanced, greedy or both), PARTITIONS, CATCHUP (bound after the producer
+# stops), CHECK_POISON=0 (no rows PostgreSQL rejects), SEED, KEEP=1 (keep
+# logs and data). `make test` runs the short matrix.
+MODE      ?= full
+BALANCING ?= both
+chaos: tools ## the chaos matrix: replicas, emulator, Azurite, PostgreSQL under faults; checks 0 lost, 0 duplicated
+	EHSINK_CHAOS=$(MODE) EHSINK_CHAOS_BALANCING=$(BALANCING) EHSINK_CHAOS_EVENTS=$(EVENTS) EHSINK_CHAOS_DURATION=$(DURATION) \
+	EHSINK_CHAOS_PARTITIONS=$(PARTITIONS) EHSINK_CHAOS_CATCHUP=$(CATCHUP) EHSINK_CHAOS_CHECK_POISON=$(CHECK_POISON) \
+	EHSINK_CHAOS_SEED=$(SEED) EHSINK_CHAOS_KEEP=$(KEEP) \
+	$(GO) test -count=1 -v -timeout 90m -run '^TestChaos$$' ./e2e/chaos/
+
+chaos-short: ## the short chaos matrix (tens of thousands of events, a few minutes per strategy)
+	EHSINK_CHAOS=short $(GO) test -race -count=1 -v -timeout 30m -run '^TestChaos$$' ./e2e/chaos/
 
 bench: ## run the benchmarks (emulator, sinks)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./emulator/... ./sinks/...

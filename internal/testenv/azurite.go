@@ -38,12 +38,20 @@ const installHint = "run `make tools` (scripts/install-tools.sh) to install Azur
 // AzuriteInstance is a running Azurite Blob service on a loopback port. It is
 // safe for concurrent use.
 type AzuriteInstance struct {
+	bin       string
+	location  string // data directory ("" = memory only)
 	port      int
-	cmd       *exec.Cmd
-	done      chan struct{} // closed when the process has exited and its output is drained
-	stopOnce  sync.Once
-	stderr    *tailBuffer
 	container atomic.Int64 // counter for ContainerName
+	mu        sync.Mutex   // guards proc
+	proc      *azuriteProc // the current process; stopped ones are not restarted
+}
+
+// azuriteProc is one Azurite process of an instance.
+type azuriteProc struct {
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when the process has exited and its output is drained
+	stopOnce sync.Once
+	stderr   *tailBuffer
 }
 
 var shared struct {
@@ -85,6 +93,22 @@ func NewAzurite(t testing.TB) *AzuriteInstance {
 	return inst
 }
 
+// NewPersistentAzurite starts an Azurite instance for t alone that keeps its
+// data in dir (Azurite's --location), so that [AzuriteInstance.Start] after
+// [AzuriteInstance.Stop] serves the same account again on the same port: an
+// outage of the storage service rather than its loss. Azurite saves its
+// metadata every few seconds, so a Stop (SIGKILL) can forget the writes of
+// the last seconds. The instance is stopped when t ends; dir is not removed.
+func NewPersistentAzurite(t testing.TB, dir string) *AzuriteInstance {
+	t.Helper()
+	inst := &AzuriteInstance{bin: azuriteBinary(t), location: dir}
+	if err := inst.Start(); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(inst.Stop)
+	return inst
+}
+
 // StopSharedAzurite stops the instance [Azurite] started, if any, and waits
 // for it to exit. TestMain calls it after m.Run.
 func StopSharedAzurite() {
@@ -94,12 +118,16 @@ func StopSharedAzurite() {
 }
 
 // Port is the Blob service's TCP port on 127.0.0.1.
-func (a *AzuriteInstance) Port() int { return a.port }
+func (a *AzuriteInstance) Port() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.port
+}
 
 // BlobEndpoint is the account's Blob endpoint URL (path-style, as Azurite
 // expects): http://127.0.0.1:PORT/devstoreaccount1.
 func (a *AzuriteInstance) BlobEndpoint() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/%s", a.port, AzuriteAccountName)
+	return fmt.Sprintf("http://127.0.0.1:%d/%s", a.Port(), AzuriteAccountName)
 }
 
 // ConnectionString is a storage connection string for the well-known
@@ -130,9 +158,40 @@ func (a *AzuriteInstance) ContainerName(t testing.TB) string {
 // Stop kills Azurite's process group and waits for it to exit. Azurite
 // ignores SIGTERM and SIGINT, hence SIGKILL. Stop is idempotent.
 func (a *AzuriteInstance) Stop() {
-	a.stopOnce.Do(func() {
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-		<-a.done
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// Start starts a stopped instance again, on the same port and, for a
+// persistent instance, with the same data; an in-memory instance comes
+// back empty. It returns once the port accepts connections, and does
+// nothing if the instance runs.
+func (a *AzuriteInstance) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.proc != nil {
+		select {
+		case <-a.proc.done:
+		default:
+			return nil
+		}
+	}
+	p, port, err := startAzuriteProc(a.bin, a.port, a.location)
+	if err != nil {
+		return err
+	}
+	a.proc, a.port = p, port
+	return nil
+}
+
+func (p *azuriteProc) stop() {
+	p.stopOnce.Do(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
 	})
 }
 
@@ -178,19 +237,33 @@ func findAzurite() (string, error) {
 
 var listeningRE = regexp.MustCompile(`Blob service (?:is )?successfully listen(?:s|ing) (?:on|at) https?://[^:]+:(\d+)`)
 
-// startAzurite starts bin on a port the kernel picks (--blobPort 0) and
-// returns once the port it prints accepts TCP connections.
+// startAzurite starts bin on a port the kernel picks, in memory.
 func startAzurite(bin string) (*AzuriteInstance, error) {
+	inst := &AzuriteInstance{bin: bin}
+	if err := inst.Start(); err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// startAzuriteProc starts bin on port (0: the kernel picks one, and
+// Azurite prints it), keeping data in location ("" = memory only), and
+// returns once the port accepts TCP connections.
+func startAzuriteProc(bin string, port int, location string) (*azuriteProc, int, error) {
 	workdir, err := os.MkdirTemp("", "ehsink-azurite-")
 	if err != nil {
-		return nil, fmt.Errorf("azurite: %w", err)
+		return nil, 0, fmt.Errorf("azurite: %w", err)
 	}
 	args := []string{
-		"--blobHost", "127.0.0.1", "--blobPort", "0",
+		"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),
 		// The azblob SDK sends a service version newer than Azurite knows.
 		"--skipApiVersionCheck",
-		"--inMemoryPersistence", "--extentMemoryLimit", "512",
 		"--silent", "--disableTelemetry",
+	}
+	if location == "" {
+		args = append(args, "--inMemoryPersistence", "--extentMemoryLimit", "512")
+	} else {
+		args = append(args, "--location", location)
 	}
 	if filepath.Base(bin) == "azurite" {
 		// The all-services binary would otherwise take the fixed queue and
@@ -198,7 +271,7 @@ func startAzurite(bin string) (*AzuriteInstance, error) {
 		args = append(args, "--queueHost", "127.0.0.1", "--queuePort", "0", "--tableHost", "127.0.0.1", "--tablePort", "0")
 	}
 
-	inst := &AzuriteInstance{done: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
+	proc := &azuriteProc{done: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
 	stdout, started := make(chan io.ReadCloser, 1), make(chan error, 1)
 	// The process is started from a goroutine locked to its OS thread that
 	// stays until the process exits: Pdeathsig fires when the thread that
@@ -208,7 +281,7 @@ func startAzurite(bin string) (*AzuriteInstance, error) {
 		runtime.LockOSThread()
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = workdir
-		cmd.Stderr = inst.stderr
+		cmd.Stderr = proc.stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		out, err := cmd.StdoutPipe()
 		if err == nil {
@@ -219,22 +292,22 @@ func startAzurite(bin string) (*AzuriteInstance, error) {
 			started <- err
 			return
 		}
-		inst.cmd = cmd
+		proc.cmd = cmd
 		started <- nil
 		stdout <- out
 		// Wait drains stdout's pipe: the reader below must be done first.
-		<-inst.done
+		<-proc.done
 		runtime.UnlockOSThread()
 	}()
 	if err := <-started; err != nil {
 		_ = os.RemoveAll(workdir)
-		return nil, fmt.Errorf("azurite: start %s: %w", bin, err)
+		return nil, 0, fmt.Errorf("azurite: start %s: %w", bin, err)
 	}
 
 	portc := make(chan int, 1)
 	exited := make(chan struct{})
 	go func() {
-		defer close(inst.done)
+		defer close(proc.done)
 		defer os.RemoveAll(workdir)
 		out := <-stdout
 		sc := bufio.NewScanner(out)
@@ -251,30 +324,30 @@ func startAzurite(bin string) (*AzuriteInstance, error) {
 		// Keep draining if the scanner gave up (a line over 64 KiB), so
 		// Azurite never blocks on a full pipe.
 		_, _ = io.Copy(io.Discard, out)
-		_ = inst.cmd.Wait()
+		_ = proc.cmd.Wait()
 		close(exited)
 	}()
 
 	timeout := time.NewTimer(azuriteStartTimeout)
 	defer timeout.Stop()
 	select {
-	case inst.port = <-portc:
+	case port = <-portc:
 	case <-exited:
-		return nil, fmt.Errorf("azurite: %s exited before listening: %s", bin, inst.stderr.String())
+		return nil, 0, fmt.Errorf("azurite: %s exited before listening: %s", bin, proc.stderr.String())
 	case <-timeout.C:
-		inst.Stop()
-		return nil, fmt.Errorf("azurite: %s did not report a port within %v: %s", bin, azuriteStartTimeout, inst.stderr.String())
+		proc.stop()
+		return nil, 0, fmt.Errorf("azurite: %s did not report a port within %v: %s", bin, azuriteStartTimeout, proc.stderr.String())
 	}
-	if err := waitTCP(inst, exited, timeout.C); err != nil {
-		inst.Stop()
-		return nil, err
+	if err := waitTCP(port, proc, exited, timeout.C); err != nil {
+		proc.stop()
+		return nil, 0, err
 	}
-	return inst, nil
+	return proc, port, nil
 }
 
-// waitTCP polls the instance's port until it accepts a connection.
-func waitTCP(inst *AzuriteInstance, exited <-chan struct{}, timeout <-chan time.Time) error {
-	addr := fmt.Sprintf("127.0.0.1:%d", inst.port)
+// waitTCP polls port until it accepts a connection.
+func waitTCP(port int, proc *azuriteProc, exited <-chan struct{}, timeout <-chan time.Time) error {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -286,7 +359,7 @@ func waitTCP(inst *AzuriteInstance, exited <-chan struct{}, timeout <-chan time.
 		select {
 		case <-tick.C:
 		case <-exited:
-			return fmt.Errorf("azurite: exited before accepting connections on %s: %s", addr, inst.stderr.String())
+			return fmt.Errorf("azurite: exited before accepting connections on %s: %s", addr, proc.stderr.String())
 		case <-timeout:
 			return fmt.Errorf("azurite: %s not accepting connections within %v: %w", addr, azuriteStartTimeout, err)
 		}

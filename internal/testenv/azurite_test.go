@@ -6,9 +6,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
@@ -80,6 +82,64 @@ func TestNewAzuriteStops(t *testing.T) {
 		c.Close()
 		t.Fatalf("%s still accepts connections after Stop", addr)
 	}
+}
+
+// TestPersistentAzuriteRestarts proves a persistent instance comes back
+// after Stop on the same port with the blobs it had saved.
+func TestPersistentAzuriteRestarts(t *testing.T) {
+	dir := t.TempDir()
+	az := testenv.NewPersistentAzurite(t, dir)
+	ctx := context.Background()
+	client, err := azblob.NewClientFromConnectionString(az.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CreateContainer(ctx, "kept", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.UploadBuffer(ctx, "kept", "a/b", []byte("hello"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Azurite saves its metadata database every few seconds: wait until the
+	// saved file names the blob before killing it.
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		db, _ := os.ReadFile(filepath.Join(dir, "__azurite_db_blob__.json"))
+		if strings.Contains(string(db), `"a/b"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Azurite did not save its metadata within a minute (files: %v)", dirNames(dir))
+		}
+		<-tick.C
+	}
+	port := az.Port()
+	az.Stop()
+	if err := az.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if az.Port() != port {
+		t.Fatalf("restarted on port %d, want %d", az.Port(), port)
+	}
+	resp, err := client.DownloadStream(ctx, "kept", "a/b", nil)
+	if err != nil {
+		t.Fatalf("download after the restart: %v", err)
+	}
+	defer resp.Body.Close()
+	if got, err := io.ReadAll(resp.Body); err != nil || string(got) != "hello" {
+		t.Fatalf("downloaded %q, %v; want hello", got, err)
+	}
+}
+
+func dirNames(dir string) []string {
+	es, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
 }
 
 func TestContainerName(t *testing.T) {

@@ -168,7 +168,15 @@ func withDatabase(dsn, name string) string {
 
 // Stop stops the server (fast shutdown: clients are disconnected). The
 // files stay, so Start brings the same data back.
-func (p *PostgresInstance) Stop() error {
+func (p *PostgresInstance) Stop() error { return p.stop("fast") }
+
+// Crash stops the server as a crash would (pg_ctl stop -m immediate: no
+// checkpoint, clients cut off, WAL replayed by the next Start). The files
+// stay, so Start brings the committed data back.
+func (p *PostgresInstance) Crash() error { return p.stop("immediate") }
+
+// stop runs pg_ctl stop in the given shutdown mode.
+func (p *PostgresInstance) stop(mode string) error {
 	if p.external {
 		return ErrExternalPostgres
 	}
@@ -177,14 +185,14 @@ func (p *PostgresInstance) Stop() error {
 	if p.stopped {
 		return nil
 	}
-	if err := p.pgctl("stop", "-m", "fast"); err != nil {
+	if err := p.pgctl("stop", "-m", mode); err != nil {
 		return err
 	}
 	p.stopped = true
 	return nil
 }
 
-// Start starts a server stopped by Stop again, on the same port, and
+// Start starts a server stopped by Stop or Crash again, on the same port, and
 // returns when it accepts connections.
 func (p *PostgresInstance) Start() error {
 	if p.external {

@@ -1,0 +1,18 @@
+// Package chaos_test is the chaos matrix: three `ehsink run` replicas (a
+// PostgreSQL append, a PostgreSQL upsert and a Parquet connector each,
+// checkpoints in Azurite) read an emulator running as its own process while
+// a producer sends events, poison ones among them, and faults are applied,
+// several at once: kill -9 of replicas, a SIGTERM restart, PostgreSQL,
+// Azurite and the emulator crashed and restarted, the emulator's admin
+// faults, a failure during a partition claim, a replica started while its
+// sink is down. Once every partition is caught up with the hub, the output
+// is checked against the hub, read back through its own consumer group.
+//
+// `go test ./e2e/chaos` runs the short matrix; `make chaos` the full one.
+// Knobs (environment): EHSINK_CHAOS=short|full, EHSINK_CHAOS_EVENTS,
+// EHSINK_CHAOS_DURATION, EHSINK_CHAOS_BALANCING (comma-separated
+// strategies), EHSINK_CHAOS_PARTITIONS, EHSINK_CHAOS_CATCHUP (the bound
+// after the producer stops), EHSINK_CHAOS_CHECK_POISON=0 (no rows that
+// PostgreSQL rejects), EHSINK_CHAOS_SEED, EHSINK_CHAOS_KEEP=1 (keep the run
+// directory with every process's log).
+package chaos_test

@@ -1,0 +1,163 @@
+package chaos_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// replica is one `ehsink run` process slot: the harness kills and restarts
+// it, and restarts it after an exit of its own (as a supervisor would),
+// counting that exit as a violation.
+type replica struct {
+	h    *harness
+	name string
+	// busy is held by whoever stops or starts the process (a fault, the
+	// supervisor), so that two faults never act on one replica at once.
+	busy sync.Mutex
+	mu   sync.Mutex // guards cur and gen
+	cur  *proc
+	gen  int
+}
+
+var (
+	ownerRE     = regexp.MustCompile(`\bowner=(\S+)`)
+	connectorRE = regexp.MustCompile(`\bconnector=(\S+)`)
+	msgRE       = regexp.MustCompile(`\bmsg=("(?:[^"\\]|\\.)*"|\S+)`)
+)
+
+// startLocked starts a new generation; the caller holds busy.
+func (r *replica) startLocked() error {
+	r.mu.Lock()
+	r.gen++
+	gen := r.gen
+	r.mu.Unlock()
+	name := fmt.Sprintf("%s#%d", r.name, gen)
+	p, stdout, err := startProc(name, r.h.runDir, filepath.Join(r.h.runDir, r.name+".log"),
+		[]string{"run", "-c", r.h.cfgPath, "--log-level", "info"}, func(l string) { r.h.sawLine(name, l) })
+	if err != nil {
+		return err
+	}
+	go func() {
+		for stdout.Scan() {
+		}
+	}()
+	r.mu.Lock()
+	r.cur = p
+	r.mu.Unlock()
+	go r.supervise(p)
+	return nil
+}
+
+func (r *replica) start() error {
+	r.busy.Lock()
+	defer r.busy.Unlock()
+	return r.startLocked()
+}
+
+func (r *replica) current() *proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur
+}
+
+// supervise restarts the replica after an exit nobody asked for.
+func (r *replica) supervise(p *proc) {
+	<-p.done
+	if p.wasExpected() || r.h.stopping.Load() {
+		return
+	}
+	r.h.unexpectedExit(p)
+	select {
+	case <-time.After(time.Second):
+	case <-r.h.ctx.Done():
+		return
+	}
+	r.busy.Lock()
+	defer r.busy.Unlock()
+	if r.current() != p || r.h.stopping.Load() {
+		return // someone else restarted it meanwhile
+	}
+	if err := r.startLocked(); err != nil {
+		r.h.fail("restarting %s after its exit: %v", r.name, err)
+	}
+}
+
+// kill9 kills the current process; the caller holds busy.
+func (r *replica) kill9Locked() *proc {
+	p := r.current()
+	if p != nil && p.running() {
+		p.kill9()
+	}
+	return p
+}
+
+// termLocked sends SIGTERM and waits for the exit; the caller holds busy.
+func (r *replica) termLocked(bound time.Duration) (exit int, took time.Duration, timedOut bool) {
+	p := r.current()
+	if !p.running() {
+		return -3, 0, false // it had exited on its own (reported as such)
+	}
+	t0 := time.Now()
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.exitCode(), time.Since(t0), false
+	case <-time.After(bound):
+		p.kill9()
+		return p.exitCode(), time.Since(t0), true
+	}
+}
+
+// sawLine follows the replicas' logs: which owner ID is which process,
+// errors by message.
+func (h *harness) sawLine(proc, l string) {
+	if m := ownerRE.FindStringSubmatch(l); m != nil {
+		h.owners.Store(m[1], proc)
+	}
+	msg := "?"
+	if m := msgRE.FindStringSubmatch(l); m != nil {
+		msg = strings.Trim(m[1], `"`)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.msgs[proc] == nil {
+		h.msgs[proc] = map[string]int{}
+	}
+	h.msgs[proc][msg]++
+	if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+		level := "WARN"
+		if strings.Contains(l, "level=ERROR") {
+			level = "ERROR"
+		}
+		if m := connectorRE.FindStringSubmatch(l); m != nil {
+			msg = m[1] + ": " + msg
+		}
+		h.errorLines[level+" "+msg]++
+	}
+}
+
+// count is how often process proc logged msg.
+func (h *harness) count(proc, msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msgs[proc][msg]
+}
+
+// claims is how many partitions process proc claimed.
+func (h *harness) claims(proc string) int { return h.count(proc, "partition claimed") }
+
+// ownerName names the process behind an owner ID.
+func (h *harness) ownerName(id string) string {
+	if v, ok := h.owners.Load(id); ok {
+		return v.(string)
+	}
+	if id == "" {
+		return "-"
+	}
+	return id
+}

@@ -1,0 +1,553 @@
+package chaos_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/jackc/pgx/v5"
+)
+
+// pos is an event's place in the hub.
+type pos struct {
+	part string
+	seq  int64
+}
+
+// hubEvent is an event read back from the hub.
+type hubEvent struct {
+	pos
+	kind kind
+	body body
+}
+
+// outcome is what the checks found for one connector.
+type outcome struct {
+	expected, present     int
+	lost, dup, unexpected []pos
+	dupCount              int
+	staleKeys             []string
+	keys                  int
+	dlWant, dlHave        int
+	dlMissing, dlDup      []pos
+	dlValid               []pos
+	sampleReason          string
+	notes                 []string
+}
+
+type results struct {
+	hubEvents  int
+	hubDupIDs  int
+	ackedLost  []string
+	byConn     map[string]*outcome
+	tempFiles  int
+	hubKinds   [3]int
+	readErrors []string
+}
+
+// verify reads the hub back through its own consumer group and compares
+// every sink with it.
+func (h *harness) verify(ctx context.Context, prod *producer) *results {
+	res := &results{byConn: map[string]*outcome{}}
+	events, err := h.readHub(ctx)
+	if err != nil {
+		h.fail("reading the hub back: %v", err)
+		return res
+	}
+	byPos := map[pos]*hubEvent{}
+	ids := map[string]int{}
+	for i := range events {
+		e := &events[i]
+		byPos[e.pos] = e
+		res.hubKinds[e.kind]++
+		if e.body.ID != "" {
+			ids[e.body.ID]++
+		}
+	}
+	res.hubEvents = len(events)
+	for _, n := range ids {
+		if n > 1 {
+			res.hubDupIDs += n - 1
+		}
+	}
+	prod.mu.Lock()
+	for id := range prod.acked {
+		if ids[id] == 0 {
+			res.ackedLost = append(res.ackedLost, id)
+		}
+	}
+	prod.mu.Unlock()
+	sort.Strings(res.ackedLost)
+	if len(res.ackedLost) > 0 {
+		h.fail("the hub lost %d events it had acknowledged to the producer: %s", len(res.ackedLost), head(res.ackedLost, 20))
+	}
+
+	// What each connector should hold.
+	wantRows := map[string]map[pos]bool{connAppend: {}, connParquet: {}}
+	wantDL := map[string]map[pos]bool{connAppend: {}, connUpsert: {}, connParquet: {}}
+	latest := map[string]*hubEvent{} // upsert: key -> its last valid event
+	for i := range events {
+		e := &events[i]
+		switch e.kind {
+		case valid:
+			wantRows[connAppend][e.pos] = true
+			wantRows[connParquet][e.pos] = true
+			if l := latest[e.body.Key]; l == nil || e.seq > l.seq {
+				latest[e.body.Key] = e
+			}
+		case rowPoison:
+			wantRows[connParquet][e.pos] = true
+			wantDL[connAppend][e.pos] = true
+			wantDL[connUpsert][e.pos] = true
+		case mapPoison:
+			wantDL[connAppend][e.pos] = true
+			wantDL[connUpsert][e.pos] = true
+			wantDL[connParquet][e.pos] = true
+		}
+	}
+
+	conn, err := pgx.Connect(ctx, h.dsn)
+	if err != nil {
+		h.fail("connecting to PostgreSQL for the checks: %v", err)
+		return res
+	}
+	defer conn.Close(ctx)
+
+	// PostgreSQL append.
+	got, err := pgRows(ctx, conn, `SELECT part, seq, id FROM chaos_append`)
+	if err != nil {
+		h.fail("reading chaos_append: %v", err)
+	} else {
+		res.byConn[connAppend] = h.compareRows(connAppend, wantRows[connAppend], got, byPos)
+	}
+	// Parquet, through arrow-go.
+	pq, temps, err := h.readParquet()
+	res.tempFiles = temps
+	if err != nil {
+		h.fail("reading the Parquet output: %v", err)
+	} else {
+		res.byConn[connParquet] = h.compareRows(connParquet, wantRows[connParquet], pq, byPos)
+	}
+	// PostgreSQL upsert: every key at its latest valid version.
+	res.byConn[connUpsert] = h.compareUpsert(ctx, conn, latest)
+
+	// Dead letters.
+	dls, err := pgDeadLetters(ctx, conn)
+	if err != nil {
+		h.fail("reading ehsink_dead_letters: %v", err)
+	}
+	pqDL, err := parquetDeadLetters(h.outDir)
+	if err != nil {
+		h.fail("reading the Parquet dead letters: %v", err)
+	}
+	dls[connParquet] = pqDL
+	for _, c := range connectors {
+		o := res.byConn[c]
+		if o == nil {
+			o = &outcome{}
+			res.byConn[c] = o
+		}
+		h.compareDeadLetters(c, o, wantDL[c], dls[c], byPos)
+	}
+	return res
+}
+
+func head(s []string, n int) string {
+	if len(s) > n {
+		return strings.Join(s[:n], ", ") + fmt.Sprintf(" … (%d more)", len(s)-n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// readHub reads every partition from its start to its last enqueued event.
+func (h *harness) readHub(ctx context.Context) ([]hubEvent, error) {
+	last, err := h.hubLast(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", verifyGroup, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.Background())
+	var out []hubEvent
+	for _, p := range h.parts {
+		if last[p] < 0 {
+			continue
+		}
+		pc, err := c.NewPartitionClient(p, &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: to(true)}})
+		if err != nil {
+			return nil, err
+		}
+		next := int64(-1)
+		for next < last[p] {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			evs, err := pc.ReceiveEvents(rctx, 2000, nil)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				pc.Close(context.Background())
+				return nil, fmt.Errorf("partition %s after seq %d: %w", p, next, err)
+			}
+			if len(evs) == 0 && err != nil {
+				pc.Close(context.Background())
+				return nil, fmt.Errorf("partition %s: nothing after seq %d, last is %d", p, next, last[p])
+			}
+			for _, e := range evs {
+				if e.SequenceNumber != next+1 && next >= 0 {
+					h.fail("the hub's partition %s jumps from seq %d to %d", p, next, e.SequenceNumber)
+				}
+				next = e.SequenceNumber
+				k, b := classify(e.Body)
+				if k == mapPoison && strings.HasPrefix(string(e.Body), "not json: ") {
+					b.ID = strings.TrimPrefix(string(e.Body), "not json: ")
+				}
+				if k == mapPoison && b.ID == "" {
+					var raw struct{ ID string }
+					_ = json.Unmarshal(e.Body, &raw)
+					b.ID = raw.ID
+				}
+				out = append(out, hubEvent{pos: pos{p, e.SequenceNumber}, kind: k, body: b})
+			}
+		}
+		pc.Close(context.Background())
+	}
+	return out, nil
+}
+
+func to[T any](v T) *T { return &v }
+
+// row is a stored row: its place and the id it holds.
+type row struct {
+	pos
+	id string
+}
+
+func pgRows(ctx context.Context, conn *pgx.Conn, q string) ([]row, error) {
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.part, &r.seq, &r.id); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// compareRows checks a sink holding one row per event: every wanted event
+// once, nothing else, each row holding its event's id.
+func (h *harness) compareRows(c string, want map[pos]bool, got []row, byPos map[pos]*hubEvent) *outcome {
+	o := &outcome{expected: len(want), present: len(got)}
+	seen := map[pos]int{}
+	var wrongID []string
+	for _, r := range got {
+		seen[r.pos]++
+		if e := byPos[r.pos]; e != nil && e.body.ID != r.id {
+			wrongID = append(wrongID, fmt.Sprintf("p%s/%d holds %s, the hub %s", r.part, r.seq, r.id, e.body.ID))
+		}
+	}
+	for p, n := range seen {
+		if !want[p] {
+			o.unexpected = append(o.unexpected, p)
+		}
+		if n > 1 {
+			o.dup = append(o.dup, p)
+			o.dupCount += n - 1
+		}
+	}
+	for p := range want {
+		if seen[p] == 0 {
+			o.lost = append(o.lost, p)
+		}
+	}
+	if len(o.lost) > 0 {
+		h.fail("%s: %d events lost: %s", c, len(o.lost), fmtPositions(o.lost))
+	}
+	if len(o.dup) > 0 {
+		h.fail("%s: %d events written more than once (%d extra rows): %s", c, len(o.dup), o.dupCount, fmtPositions(o.dup))
+	}
+	if len(o.unexpected) > 0 {
+		h.fail("%s: %d rows that should not be there (poison, or not in the hub): %s", c, len(o.unexpected), fmtPositions(o.unexpected))
+	}
+	if len(wrongID) > 0 {
+		h.fail("%s: %d rows hold another event's id: %s", c, len(wrongID), head(wrongID, 10))
+	}
+	return o
+}
+
+// compareUpsert checks every key is at the version of its last valid event.
+func (h *harness) compareUpsert(ctx context.Context, conn *pgx.Conn, latest map[string]*hubEvent) *outcome {
+	o := &outcome{expected: len(latest), keys: len(latest)}
+	rows, err := conn.Query(ctx, `SELECT k, version, _ehsink_partition, _ehsink_seq FROM chaos_upsert`)
+	if err != nil {
+		h.fail("reading chaos_upsert: %v", err)
+		return o
+	}
+	have := map[string]hubEvent{}
+	for rows.Next() {
+		var k, p string
+		var v, seq int64
+		if err := rows.Scan(&k, &v, &p, &seq); err != nil {
+			h.fail("reading chaos_upsert: %v", err)
+			rows.Close()
+			return o
+		}
+		have[k] = hubEvent{pos: pos{p, seq}, body: body{Key: k, Ver: v}}
+	}
+	rows.Close()
+	o.present = len(have)
+	var missing, extra []string
+	for k, want := range latest {
+		got, ok := have[k]
+		switch {
+		case !ok:
+			missing = append(missing, k)
+			o.lost = append(o.lost, want.pos)
+		case got.seq != want.seq || got.body.Ver != want.body.Ver:
+			o.staleKeys = append(o.staleKeys, fmt.Sprintf("%s at v%d (p%s/%d), want v%d (p%s/%d)", k, got.body.Ver, got.part, got.seq, want.body.Ver, want.part, want.seq))
+		}
+	}
+	for k := range have {
+		if latest[k] == nil {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(o.staleKeys)
+	sort.Strings(extra)
+	if len(missing) > 0 {
+		h.fail("%s: %d keys missing: %s", connUpsert, len(missing), head(missing, 20))
+	}
+	if len(o.staleKeys) > 0 {
+		h.fail("%s: %d keys not at their latest version: %s", connUpsert, len(o.staleKeys), head(o.staleKeys, 20))
+	}
+	if len(extra) > 0 {
+		h.fail("%s: %d keys that no valid event has: %s", connUpsert, len(extra), head(extra, 20))
+	}
+	return o
+}
+
+type deadLetter struct {
+	pos
+	reason string
+}
+
+func pgDeadLetters(ctx context.Context, conn *pgx.Conn) (map[string][]deadLetter, error) {
+	out := map[string][]deadLetter{}
+	rows, err := conn.Query(ctx, `SELECT connector, partition_id, sequence_number, reason FROM ehsink_dead_letters`)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		var d deadLetter
+		if err := rows.Scan(&c, &d.part, &d.seq, &d.reason); err != nil {
+			return out, err
+		}
+		out[c] = append(out[c], d)
+	}
+	return out, rows.Err()
+}
+
+// parquetDeadLetters reads the JSON lines files of the visible
+// _dead_letters folders.
+func parquetDeadLetters(dir string) ([]deadLetter, error) {
+	var out []deadLetter
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") || filepath.Base(filepath.Dir(p)) != "_dead_letters" {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			var rec struct {
+				Partition      string `json:"partition"`
+				SequenceNumber int64  `json:"sequence_number"`
+				Reason         string `json:"reason"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			out = append(out, deadLetter{pos{rec.Partition, rec.SequenceNumber}, rec.Reason})
+		}
+		return sc.Err()
+	})
+	if os.IsNotExist(err) {
+		err = nil
+	}
+	return out, err
+}
+
+// compareDeadLetters checks every poison event is dead-lettered exactly
+// once and no valid event is.
+func (h *harness) compareDeadLetters(c string, o *outcome, want map[pos]bool, got []deadLetter, byPos map[pos]*hubEvent) {
+	o.dlWant, o.dlHave = len(want), len(got)
+	seen := map[pos]int{}
+	for _, d := range got {
+		seen[d.pos]++
+		if e := byPos[d.pos]; o.sampleReason == "" && e != nil && e.kind == rowPoison {
+			o.sampleReason = d.reason
+		}
+	}
+	for p, n := range seen {
+		if !want[p] {
+			o.dlValid = append(o.dlValid, p)
+		}
+		if n > 1 {
+			o.dlDup = append(o.dlDup, p)
+		}
+	}
+	for p := range want {
+		if seen[p] == 0 {
+			o.dlMissing = append(o.dlMissing, p)
+		}
+	}
+	if len(o.dlMissing) > 0 {
+		h.fail("%s: %d poison events missing from the dead letters: %s", c, len(o.dlMissing), fmtPositions(o.dlMissing))
+	}
+	if len(o.dlDup) > 0 {
+		h.fail("%s: %d poison events dead-lettered more than once: %s", c, len(o.dlDup), fmtPositions(o.dlDup))
+	}
+	if len(o.dlValid) > 0 {
+		h.fail("%s: %d dead letters that are not poison for it: %s", c, len(o.dlValid), fmtPositions(o.dlValid))
+	}
+}
+
+// readParquet reads every visible data file with arrow-go, an
+// implementation independent of the writer, and checks each row's
+// sequence number lies in the range the file's name states. It also counts
+// hidden temporary files left behind.
+func (h *harness) readParquet() ([]row, int, error) {
+	files, err := parquetFiles(h.outDir)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []row
+	for _, f := range files {
+		rows, err := readParquetFile(f.path)
+		if err != nil {
+			h.fail("%s: visible Parquet file %s is not readable (a temporary file made visible?): %v", connParquet, f.path, err)
+			continue
+		}
+		for _, r := range rows {
+			if r.part != f.partition || r.seq < f.first || r.seq > f.last {
+				h.fail("%s: %s holds p%s/%d, outside its name's range", connParquet, f.path, r.part, r.seq)
+			}
+		}
+		out = append(out, rows...)
+	}
+	temps := 0
+	_ = filepath.WalkDir(h.outDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".") {
+			temps++
+		}
+		return nil
+	})
+	return out, temps, nil
+}
+
+func readParquetFile(path string) ([]row, error) {
+	rdr, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Close()
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	defer tbl.Release()
+	n := int(tbl.NumRows())
+	out := make([]row, n)
+	sch := tbl.Schema()
+	for _, name := range []string{"part", "seq", "id"} {
+		idx := sch.FieldIndices(name)
+		if len(idx) != 1 {
+			return nil, fmt.Errorf("no column %q", name)
+		}
+		i := 0
+		for _, chunk := range tbl.Column(idx[0]).Data().Chunks() {
+			for j := 0; j < chunk.Len(); j++ {
+				switch a := chunk.(type) {
+				case *array.String:
+					if name == "part" {
+						out[i].part = a.Value(j)
+					} else {
+						out[i].id = a.Value(j)
+					}
+				case *array.Int64:
+					out[i].seq = a.Value(j)
+				default:
+					return nil, fmt.Errorf("column %q is %s", name, chunk.DataType())
+				}
+				i++
+			}
+		}
+	}
+	return out, nil
+}
+
+// fmtPositions prints positions per partition as ranges of sequence
+// numbers: "p3: 1200-1340 (141), 2001".
+func fmtPositions(ps []pos) string {
+	by := map[string][]int64{}
+	for _, p := range ps {
+		by[p.part] = append(by[p.part], p.seq)
+	}
+	var parts []string
+	for p := range by {
+		parts = append(parts, p)
+	}
+	sortNumeric(parts)
+	var out []string
+	for _, p := range parts {
+		seqs := by[p]
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		var rs []string
+		for i := 0; i < len(seqs); {
+			j := i
+			for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+				j++
+			}
+			if j == i {
+				rs = append(rs, fmt.Sprint(seqs[i]))
+			} else {
+				rs = append(rs, fmt.Sprintf("%d-%d (%d)", seqs[i], seqs[j], j-i+1))
+			}
+			i = j + 1
+		}
+		if len(rs) > 12 {
+			rs = append(rs[:12], fmt.Sprintf("… %d more ranges", len(rs)-12))
+		}
+		out = append(out, fmt.Sprintf("partition %s: %s", p, strings.Join(rs, ", ")))
+	}
+	return strings.Join(out, "; ")
+}
