@@ -18,6 +18,7 @@ type Metrics struct {
 	watermark    *prometheus.GaugeVec
 	checkpoint   *prometheus.GaugeVec
 	owned        *prometheus.GaugeVec
+	heals        *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -49,8 +50,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		owned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ehsink_partitions_owned", Help: "Partitions this process currently owns.",
 		}, []string{"connector"}),
+		heals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ehsink_partition_heals_total",
+			Help: "Stalls the source's watchdog healed, by reason: unread (owned with no reader; processor restarted), silent (a reader that stopped; reopened), processor_failed (restarted after a backoff).",
+		}, []string{"connector", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.written, m.skipped, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned} {
+	for _, c := range []prometheus.Collector{m.written, m.skipped, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -117,5 +122,11 @@ func (p *partitionMetrics) checkpointed(seq int64) {
 func (m *Metrics) retried(connector, op string) {
 	if m != nil {
 		m.retries.WithLabelValues(connector, op).Inc()
+	}
+}
+
+func (m *Metrics) healed(connector, reason string) {
+	if m != nil {
+		m.heals.WithLabelValues(connector, reason).Inc()
 	}
 }

@@ -191,6 +191,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		OwnershipExpiration: spec.Source.LoadBalancing.OwnershipExpiration,
 		Store:               store,
 		Watermark:           runnerFirst(runner, sinkWatermark(sink)),
+		OnHeal:              func(reason string) { met.healed(spec.Name, reason) },
 		Logger:              log,
 	}
 	if conn == "" {
@@ -227,6 +228,10 @@ func (a partitionAdapter) Receive(ctx context.Context) ([]sinks.Event, error) {
 	events, err := a.p.Receive(ctx)
 	return events, translateLost(err)
 }
+
+// Heartbeat tells the source's watchdog that the partition is alive while
+// the runner retries or holds back instead of receiving.
+func (a partitionAdapter) Heartbeat() { a.p.Heartbeat() }
 
 func (a partitionAdapter) Checkpoint(ctx context.Context, pos sinks.Position) error {
 	return translateLost(a.p.Checkpoint(ctx, pos))

@@ -136,6 +136,7 @@ type partitionRun struct {
 	wmMu sync.Mutex // guards watermark against Runner.Watermark
 	p    sinks.Writer
 	src  Partition
+	beat func() // the partition's heartbeat, or nil
 	log  *slog.Logger
 	met  *partitionMetrics
 
@@ -156,14 +157,14 @@ type partitionRun struct {
 // or a permanent failure (an error naming the connector and partition).
 func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 	log := r.log.With("partition", src.ID())
-	w, wm, err := r.openWriter(ctx, src.ID())
+	w, wm, err := r.openWriter(ctx, src)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return r.errorf(src, "open sink: %w", err)
 	}
-	pr := &partitionRun{r: r, p: w, src: src, log: log, watermark: wm, lastCkptAt: r.opts.now(),
+	pr := &partitionRun{r: r, p: w, src: src, beat: heartbeat(src), log: log, watermark: wm, lastCkptAt: r.opts.now(),
 		met: r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
 	defer pr.met.release()
 	r.mu.Lock()
@@ -210,9 +211,9 @@ func (r *Runner) errorf(src Partition, format string, args ...any) error {
 	return fmt.Errorf("connector %q partition %s: %w", r.opts.Connector, src.ID(), fmt.Errorf(format, args...))
 }
 
-func (r *Runner) openWriter(ctx context.Context, partition string) (w sinks.Writer, wm *sinks.Position, err error) {
-	err = r.retry(ctx, "open sink", func(ctx context.Context) error {
-		w, wm, err = r.opts.Sink.Open(ctx, partition)
+func (r *Runner) openWriter(ctx context.Context, src Partition) (w sinks.Writer, wm *sinks.Position, err error) {
+	err = r.retry(ctx, "open sink", heartbeat(src), func(ctx context.Context) error {
+		w, wm, err = r.opts.Sink.Open(ctx, src.ID())
 		return err
 	})
 	return w, wm, err
@@ -243,7 +244,7 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 
 func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 	r := pr.r
-	err := r.retry(ctx, "write", func(ctx context.Context) error {
+	err := r.retry(ctx, "write", pr.beat, func(ctx context.Context) error {
 		return pr.p.Write(ctx, events)
 	})
 	pr.written = true
@@ -271,9 +272,9 @@ func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 	}
 	pr.met.deadLettered(len(letters))
 	if dl, ok := pr.p.(sinks.DeadLetterer); ok {
-		err = r.retry(ctx, "dead-letter", func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
+		err = r.retry(ctx, "dead-letter", pr.beat, func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
 	} else if r.opts.DeadLetters != nil {
-		err = r.retry(ctx, "dead-letter", func(ctx context.Context) error {
+		err = r.retry(ctx, "dead-letter", pr.beat, func(ctx context.Context) error {
 			return r.opts.DeadLetters.Store(ctx, pr.src.ID(), letters)
 		})
 	} else {
@@ -311,7 +312,7 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	r := pr.r
 	var wm *sinks.Position
 	start := time.Now()
-	err := r.retry(ctx, "flush", func(ctx context.Context) error {
+	err := r.retry(ctx, "flush", pr.beat, func(ctx context.Context) error {
 		var err error
 		wm, err = pr.p.Flush(ctx)
 		return err
@@ -417,7 +418,10 @@ func (pr *partitionRun) drain(ctx context.Context) error {
 // retry runs fn until it succeeds, fails with an error not marked
 // transient, ctx ends, or MaxAttempts is reached, waiting a capped
 // exponential backoff with full jitter between attempts.
-func (r *Runner) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+//
+// beat (nil: none) is called while it waits, so that the source's watchdog
+// sees a partition that retries as alive.
+func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(context.Context) error) error {
 	backoff := r.opts.Retry.InitialBackoff
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
@@ -430,15 +434,44 @@ func (r *Runner) retry(ctx context.Context, what string, fn func(context.Context
 		r.opts.Metrics.retried(r.opts.Connector, what)
 		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
 		r.log.Warn("transient failure; retrying", "op", what, "attempt", attempt, "wait", wait, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait, beat) {
 			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		case <-t.C:
 		}
 		backoff = min(backoff*2, r.opts.Retry.MaxBackoff)
 	}
+}
+
+// beatEvery is how often a waiting partition tells the watchdog it is
+// alive; far below any ownership expiration.
+const beatEvery = time.Second
+
+// sleep waits d, calling beat (if not nil) every beatEvery, and reports
+// false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration, beat func()) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	tick := time.NewTicker(beatEvery)
+	defer tick.Stop()
+	for {
+		if beat != nil {
+			beat()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-tick.C:
+		}
+	}
+}
+
+// heartbeat returns src's Heartbeat, or nil when it has none.
+func heartbeat(src Partition) func() {
+	if h, ok := src.(interface{ Heartbeat() }); ok {
+		return h.Heartbeat
+	}
+	return nil
 }
 
 func (s RetrySpec) withDefaults() RetrySpec {

@@ -8,6 +8,7 @@ package emulator
 //	POST /faults/server-busy?duration=30s          reject sends with server-busy (0 ends it)
 //	POST /faults/latency?duration=200ms            add latency to sends and RPCs (0 ends it)
 //	POST /faults/drop-connections                  drop every client connection
+//	POST /faults/partition-properties?count=N      fail the next N partition-properties reads with 500
 
 import (
 	"context"
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -46,6 +48,15 @@ func (s *Server) startAdmin(ctx context.Context) error {
 			s.SetLatency(d)
 			writeJSON(w, http.StatusOK, map[string]any{"latency": d.String()})
 		}
+	})
+	mux.HandleFunc("POST /faults/partition-properties", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.URL.Query().Get("count"))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": fmt.Sprintf("count: %v", err)})
+			return
+		}
+		s.FailPartitionProperties(n)
+		writeJSON(w, http.StatusOK, map[string]any{"fail_partition_properties": n})
 	})
 	mux.HandleFunc("POST /faults/drop-connections", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"dropped": s.DropConnections()})

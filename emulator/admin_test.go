@@ -58,6 +58,14 @@ func TestAdminServer(t *testing.T) {
 	if out := adminPost(t, srv, "/faults/drop-connections"); out["dropped"].(float64) < 1 {
 		t.Fatalf("drop-connections: %v", out)
 	}
+	noRetry := newConsumer(t, srv, "orders", "", &azeventhubs.ConsumerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: -1}})
+	adminPost(t, srv, "/faults/partition-properties?count=1")
+	if _, err := noRetry.GetPartitionProperties(ctx, "0", nil); err == nil {
+		t.Fatal("partition properties answered while a failure was injected")
+	}
+	if _, err := noRetry.GetPartitionProperties(ctx, "0", nil); err != nil {
+		t.Fatalf("partition properties after the injected failure: %v", err)
+	}
 	resp, err = http.Post("http://"+srv.AdminAddr()+"/faults/latency?duration=soon", "", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ package emulator
 //     last_enqueued_offset (string, "-1" when empty),
 //     last_enqueued_time_utc (timestamp), is_partition_empty (bool).
 //
+// Server.FailPartitionProperties makes the next partition READs answer 500.
+//
 // Unknown hubs and partitions answer 404 (fatal for the SDK; 400 would
 // make it reconnect in a loop). Other operations answer 400.
 
@@ -52,6 +54,9 @@ func (s *Server) handleManagement(l *link, req *goamqp.Message) rpcResponse {
 		}}
 	case "com.microsoft:partition":
 		id, _ := props["partition"].(string)
+		if s.takePropsFault() {
+			return rpcResponse{status: 500, desc: "injected failure of the partition properties (fault injection)"}
+		}
 		pp, err := h.PartitionProperties(id)
 		if err != nil {
 			return rpcResponse{status: 404, desc: errDescription(err)}
@@ -76,4 +81,18 @@ func errDescription(err error) string {
 		return he.Description
 	}
 	return err.Error()
+}
+
+// takePropsFault uses one of the partition-properties failures asked for
+// with FailPartitionProperties, if any is left.
+func (s *Server) takePropsFault() bool {
+	for {
+		n := s.failProps.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.failProps.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }

@@ -34,6 +34,8 @@ type Server struct {
 	dropped  atomic.Int64 // connections closed for I/O errors or idleness (for tests and logs)
 	accepted atomic.Int64 // connections accepted since Start
 
+	failProps atomic.Int64 // partition-properties reads still to fail (fault injection)
+
 	mu         sync.Mutex // guards conns, listeners, closed, protoErrs (and s.ln when Serve sets it)
 	conns      map[*conn]struct{}
 	listeners  map[net.Listener]struct{}
@@ -316,6 +318,11 @@ func (s *Server) ServerBusy(d time.Duration) {
 // SetLatency adds d before every send is stored and every management or
 // CBS reply (zero removes it).
 func (s *Server) SetLatency(d time.Duration) { s.latency.Store(int64(max(d, 0))) }
+
+// FailPartitionProperties makes the next n partition-properties reads of
+// $management answer 500 (internal error), as a service that drops the
+// call would; zero or less ends it.
+func (s *Server) FailPartitionProperties(n int) { s.failProps.Store(int64(max(n, 0))) }
 
 // DropConnections closes every client socket at once, without a close
 // frame, as a network failure would. It returns how many were dropped.

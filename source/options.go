@@ -76,8 +76,16 @@ type Options struct {
 	// InstanceID is this replica's owner ID in the ownership leases and its
 	// receiver name on the service. If empty, a random ID.
 	InstanceID string
+	// OnHeal, when set, is called once for each heal of the watchdog, with
+	// the reason (HealUnread, HealSilent, HealProcessorFailed), for metrics.
+	OnHeal func(reason string)
 	// Logger receives claims, losses and resume decisions. If nil, logs are discarded.
 	Logger *slog.Logger
+
+	// clientRetry replaces the SDK's retry policy of the long-lived client
+	// (tests: an injected failure reaches the source at once instead of
+	// after the SDK's retries, seconds apart).
+	clientRetry azeventhubs.RetryOptions
 }
 
 // withDefaults returns a copy of o with defaults applied.

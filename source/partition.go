@@ -16,15 +16,29 @@ import (
 // [Source.Run]. It is meant for the one goroutine running that handler; its
 // methods must not be called after the handler returned.
 type Partition struct {
-	s    *Source
-	id   string
-	pc   *azeventhubs.ProcessorPartitionClient
-	lost atomic.Bool
+	s      *Source
+	id     string
+	pc     *azeventhubs.ProcessorPartitionClient
+	lost   atomic.Bool
+	beat   atomic.Int64 // unix nanoseconds of the last Receive or Heartbeat
+	cancel context.CancelCauseFunc
 }
 
-func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient) *Partition {
-	return &Partition{s: s, id: pc.PartitionID(), pc: pc}
+func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient, cancel context.CancelCauseFunc) *Partition {
+	p := &Partition{s: s, id: pc.PartitionID(), pc: pc, cancel: cancel}
+	p.Heartbeat()
+	return p
 }
+
+// Heartbeat tells the source's watchdog that the handler is alive although
+// it does not call Receive: it is retrying a sink, or holding back while a
+// circuit breaker is open. A handler that neither receives nor heartbeats
+// for longer than the ownership expiration plus the batch wait is
+// cancelled (it drains, and the partition is reopened). Safe for
+// concurrent use.
+func (p *Partition) Heartbeat() { p.beat.Store(time.Now().UnixNano()) }
+
+func (p *Partition) lastBeat() time.Time { return time.Unix(0, p.beat.Load()) }
 
 // ID returns the partition ID.
 func (p *Partition) ID() string { return p.id }
@@ -38,6 +52,8 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 	if p.lost.Load() {
 		return nil, p.lostErr(nil)
 	}
+	p.Heartbeat()
+	defer p.Heartbeat()
 	wctx, cancel := context.WithTimeout(ctx, p.s.opts.MaxWait)
 	defer cancel()
 	got, err := p.pc.ReceiveEvents(wctx, p.s.opts.MaxEvents, nil)

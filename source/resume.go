@@ -2,8 +2,10 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
@@ -21,6 +23,9 @@ type resumeStore struct {
 	azeventhubs.CheckpointStore
 	s    *Source
 	fail func(error)
+	// keepLeases is set while the processor is restarted (not stopped):
+	// its release of every lease on the way out is then not written.
+	keepLeases atomic.Bool
 }
 
 // ListOwnership is the store's, retried like the other calls.
@@ -31,25 +36,26 @@ func (r *resumeStore) ListOwnership(ctx context.Context, ns, hub, cg string, opt
 }
 
 // storeAttempts and storeBackoff bound the retries of a checkpoint-store
-// call made by the processor. The processor stops at the first error it
-// sees, and on its way out gives up every lease before the partitions have
-// drained; a blip of the store (a throttled request, a dropped connection)
-// must not do that.
+// call made by the processor, and of each step of working out a resume
+// position. The processor stops at the first error it sees, and on its way
+// out gives up every lease before the partitions have drained; a blip of
+// the store (a throttled request, a dropped connection) must not do that.
 const (
 	storeAttempts = 4
 	storeBackoff  = 250 * time.Millisecond
 )
 
-// retryStore runs call until it succeeds, storeAttempts are used, or ctx
-// ends, doubling the wait between attempts.
-func retryStore[T any](ctx context.Context, s *Source, what string, call func() (T, error)) (T, error) {
+// retryStore runs call until it succeeds, fails with an error permanent
+// says is not worth retrying (nil: every error is), storeAttempts are used,
+// or ctx ends, doubling the wait between attempts.
+func retryStore[T any](ctx context.Context, s *Source, what string, call func() (T, error), permanent ...func(error) bool) (T, error) {
 	wait := storeBackoff
 	for attempt := 1; ; attempt++ {
 		v, err := call()
-		if err == nil || attempt == storeAttempts || ctx.Err() != nil {
+		if err == nil || attempt == storeAttempts || ctx.Err() != nil || (len(permanent) > 0 && permanent[0](err)) {
 			return v, err
 		}
-		s.log.Warn("checkpoint store call failed; retrying", "op", what, "attempt", attempt, "err", err)
+		s.log.Warn("call failed; retrying", "op", what, "attempt", attempt, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -61,30 +67,36 @@ func retryStore[T any](ctx context.Context, s *Source, what string, call func() 
 	}
 }
 
-// ClaimOwnership remembers which partitions this replica holds, so that
-// ListCheckpoints works out resume positions only for those.
+// ClaimOwnership remembers which partitions this replica holds (with their
+// leases, so that a partition can be given up), so that ListCheckpoints
+// works out resume positions only for those and the watchdog knows what
+// must be running. While the source restarts its processor, the old
+// processor's release of every lease is not written: the new processor
+// renews the same leases under the same owner ID, and no other replica
+// should take a partition for the few seconds the restart lasts.
 func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Ownership, opts *azeventhubs.ClaimOwnershipOptions) ([]azeventhubs.Ownership, error) {
+	if r.keepLeases.Load() && releasesAll(owns) {
+		return nil, nil
+	}
 	got, err := retryStore(ctx, r.s, "claim ownership", func() ([]azeventhubs.Ownership, error) {
 		return r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
 	})
 	if err != nil {
 		return got, err
 	}
-	claimed := map[string]bool{}
-	for _, o := range got {
-		if o.OwnerID == r.s.owner {
-			claimed[o.PartitionID] = true
-		}
-	}
-	r.s.mu.Lock()
-	r.s.claimed = claimed
-	for id := range r.s.resolved {
-		if !claimed[id] {
-			delete(r.s.resolved, id)
-		}
-	}
-	r.s.mu.Unlock()
+	r.s.noteClaims(got)
 	return got, nil
+}
+
+// releasesAll reports whether owns gives every listed lease up (the
+// processor's way out).
+func releasesAll(owns []azeventhubs.Ownership) bool {
+	for _, o := range owns {
+		if o.OwnerID != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // ListCheckpoints returns the stored checkpoints, with the resume position in
@@ -92,15 +104,34 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 // position of a partition is worked out once per claim: asking the sink for
 // its watermark while a writer of the partition is open would disturb that
 // writer (a sink's Open cleans up what an earlier writer left behind).
+//
+// It never returns an error. The SDK's processor registers a newly claimed
+// partition as running before it asks for checkpoints and never unregisters
+// it when the call fails, so that one error would leave every partition of
+// the claim owned and unread for as long as the lease is renewed. A
+// partition whose resume position cannot be worked out (after retries) is
+// marked unresolved instead: Run closes its client at once and gives its
+// lease up, and the next claim tries again.
 func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, opts *azeventhubs.ListCheckpointsOptions) ([]azeventhubs.Checkpoint, error) {
-	stored, err := retryStore(ctx, r.s, "list checkpoints", func() ([]azeventhubs.Checkpoint, error) {
+	stored, listErr := retryStore(ctx, r.s, "list checkpoints", func() ([]azeventhubs.Checkpoint, error) {
+		if r.s.injectListErrs.Add(-1) >= 0 {
+			return nil, errors.New("injected checkpoint store failure")
+		}
 		return r.CheckpointStore.ListCheckpoints(ctx, ns, hub, cg, opts)
 	})
-	if err != nil {
-		return nil, err
+	if listErr != nil && r.s.passListErrs.Load() {
+		// test seam: let the SDK see the error, to prove the watchdog
+		return nil, listErr
 	}
 	byID := map[string]azeventhubs.Checkpoint{}
 	for _, cp := range stored {
+		if cp.SequenceNumber == nil && cp.Offset == nil {
+			// The processor refuses such a checkpoint after registering the
+			// partition (the same trap as an error); the start position
+			// applies, as for no checkpoint.
+			r.s.log.Warn("checkpoint without offset or sequence number ignored", "partition", cp.PartitionID)
+			continue
+		}
 		byID[cp.PartitionID] = cp
 	}
 	r.s.mu.Lock()
@@ -127,22 +158,35 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 		}
 	}
 	sort.Strings(ids)
+	// The processor renews no lease until every claim of this round has a
+	// start position: the work is bounded well inside the ownership
+	// expiration, and what is not done by then is tried at the next claim.
+	bctx, cancel := context.WithTimeout(ctx, r.s.opts.OwnershipExpiration/3)
+	defer cancel()
 	for _, id := range ids {
+		if listErr != nil {
+			r.s.unresolve(id, fmt.Errorf("event hub %q partition %s: listing checkpoints: %w", r.s.hub, id, listErr))
+			continue
+		}
 		var cp *azeventhubs.Checkpoint
 		if c, ok := byID[id]; ok {
 			cp = &c
 		}
-		resume, err := r.resume(ctx, id, cp)
+		resume, err := r.resume(bctx, id, cp)
 		if err != nil {
-			return nil, err
+			// byID keeps the stored checkpoint (or none): a valid position
+			// for the client the processor opens and Run closes unread.
+			r.s.unresolve(id, err)
+			continue
 		}
 		r.s.mu.Lock()
 		if r.s.resolved == nil {
 			r.s.resolved = map[string]*azeventhubs.Checkpoint{}
 		}
-		if r.s.claimed[id] {
+		if _, ok := r.s.claimed[id]; ok {
 			r.s.resolved[id] = resume
 		}
+		delete(r.s.unresolved, id)
 		r.s.mu.Unlock()
 		if resume == nil {
 			delete(byID, id)
@@ -165,10 +209,16 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 	var wm *sinks.Position
 	if s.opts.Watermark != nil {
 		var err error
-		wm, err = s.opts.Watermark(ctx, id)
+		wm, err = retryStore(ctx, s, "read the sink's watermark", func() (*sinks.Position, error) {
+			return s.opts.Watermark(ctx, id)
+		}, isPermanentSinkError)
 		if err != nil {
 			err = fmt.Errorf("event hub %q partition %s: reading the sink's watermark: %w", s.hub, id, err)
-			s.log.Warn("cannot resume partition", "partition", id, "err", err)
+			if isPermanentSinkError(err) && ctx.Err() == nil {
+				// the sink refuses for good (a table that does not match,
+				// credentials): the connector cannot serve any partition
+				r.fail(err)
+			}
 			return nil, err
 		}
 	}
@@ -185,11 +235,11 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 	}
 	pos := &sinks.Position{SequenceNumber: *rp.SequenceNumber, Offset: deref(rp.Offset)}
 	from := rp.Source.String()
-	props, err := s.client.GetPartitionProperties(ctx, id, nil)
+	props, err := retryStore(ctx, s, "read partition properties", func() (azeventhubs.PartitionProperties, error) {
+		return s.client.GetPartitionProperties(ctx, id, nil)
+	})
 	if err != nil {
-		err = fmt.Errorf("event hub %q partition %s: checking the resume position: %w", s.hub, id, err)
-		s.log.Warn("cannot resume partition", "partition", id, "err", err)
-		return nil, err
+		return nil, fmt.Errorf("event hub %q partition %s: checking the resume position: %w", s.hub, id, err)
 	}
 	pr := partitionRange{
 		Begin: props.BeginningSequenceNumber,
@@ -218,6 +268,12 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 		out.Offset = &off
 	}
 	return out, nil
+}
+
+// isPermanentSinkError reports whether a sink error is worth no retry: not
+// marked transient and not a deadline or cancellation.
+func isPermanentSinkError(err error) bool {
+	return !sinks.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
 
 // laterCheckpoint reports whether a is at or after b by sequence number.

@@ -38,9 +38,18 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
-	mu       sync.Mutex                         // guards the 2 following fields
-	claimed  map[string]bool                    // partitions this replica owned after the last ClaimOwnership
-	resolved map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
+	mu         sync.Mutex                         // guards the 6 following fields
+	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
+	resolved   map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
+	unresolved map[string]error                   // claimed partitions whose resume position could not be worked out, and why
+	running    map[string]*Partition              // partitions whose handler runs
+	idleSince  map[string]time.Time               // claimed partitions without a running handler, since when
+	reported   map[string]bool                    // stalls already reported, until the partition runs again
+
+	// test seams (export_test.go): fail the next n checkpoint listings, and
+	// let the processor see the error (as before the store shielded it).
+	injectListErrs atomic.Int64
+	passListErrs   atomic.Bool
 }
 
 // New builds the clients and checks, within ctx, that the event hub and the
@@ -78,7 +87,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	if err := s.check(ctx, probe); err != nil {
 		return nil, err
 	}
-	s.client, err = s.newClient(&azeventhubs.ConsumerClientOptions{InstanceID: opts.InstanceID})
+	s.client, err = s.newClient(&azeventhubs.ConsumerClientOptions{InstanceID: opts.InstanceID, RetryOptions: opts.clientRetry})
 	if err != nil {
 		return nil, err
 	}
@@ -190,11 +199,17 @@ func (s *Source) Client() *azeventhubs.ConsumerClient { return s.client }
 
 // Run claims partitions through the SDK processor and calls handle in its
 // own goroutine for each partition this replica comes to own, until ctx is
-// cancelled. handle's ctx is done when Run is stopping; a handler that
-// returns an error matching ErrOwnershipLost just ends that partition (the
-// processor claims it again if it still can). Any other handler error, a
-// failure of the load-balancing loop or an invalid checkpoint under the fail
-// policy stops every handler, and Run returns it wrapped with the partition.
+// cancelled. handle's ctx is done when Run is stopping, and also when the
+// source heals the partition (a pipeline that stopped receiving) or
+// restarts its processor; the handler then drains and returns as for a
+// stop. A handler that returns an error matching ErrOwnershipLost just ends
+// that partition (the processor claims it again if it still can). Any
+// other handler error or an invalid checkpoint under the fail policy stops
+// every handler, and Run returns it wrapped with the partition.
+//
+// A failure of the processor's load-balancing loop (the checkpoint store
+// unreachable for longer than the retries cover) does not stop Run: the
+// handlers drain, and a new processor is started after a capped backoff.
 //
 // Run returns nil when ctx is cancelled, only after every handler returned.
 // Ownership leases are given up only then, so that handlers can flush and
@@ -220,77 +235,142 @@ func (s *Source) Run(ctx context.Context, handle func(ctx context.Context, p *Pa
 		errMu.Unlock()
 		stop(err)
 	}
+	backoff := restartBackoff
+	for {
+		cause := s.runProcessor(ctx, runCtx, handle, fail)
+		if cause == nil || runCtx.Err() != nil {
+			break
+		}
+		wait := time.Duration(0)
+		if !errors.Is(cause, errHealRestart) {
+			wait = backoff
+			backoff = min(2*backoff, s.opts.OwnershipExpiration)
+		} else {
+			backoff = restartBackoff
+		}
+		s.log.Info("restarting the processor", "after", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-runCtx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	errMu.Lock()
+	defer errMu.Unlock()
+	return firstErr
+}
 
+// restartBackoff is the first wait before a processor that failed is
+// started again; it doubles up to the ownership expiration.
+const restartBackoff = time.Second
+
+// errHealRestart is the cause of a processor restart that heals a
+// partition owned but not read: the new processor starts at once.
+var errHealRestart = errors.New("processor restarted to heal a partition")
+
+// runProcessor runs one SDK processor and a handler per partition it hands
+// out, with the watchdog, until runCtx ends (it returns nil) or the
+// processor must be restarted (it returns why, after the handlers drained).
+func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx context.Context, p *Partition) error, fail func(error)) error {
+	genCtx, restart := context.WithCancelCause(runCtx)
+	defer restart(nil)
+	s.resetStalls()
 	store := &resumeStore{CheckpointStore: s.opts.Store, s: s, fail: fail}
 	proc, err := azeventhubs.NewProcessor(s.client, store, s.processorOptions())
 	if err != nil {
-		return fmt.Errorf("event hub %q: %w", s.hub, err)
+		fail(fmt.Errorf("event hub %q: %w", s.hub, err))
+		return nil
 	}
 
-	// The processor outlives runCtx on purpose: it stops (and gives its
+	// The processor outlives genCtx on purpose: it stops (and gives its
 	// leases up) only after the handlers are done.
 	procCtx, stopProc := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopProc()
 	procDone := make(chan struct{})
 	go func() {
 		defer close(procDone)
-		if err := proc.Run(procCtx); err != nil {
-			fail(fmt.Errorf("event hub %q: processor: %w", s.hub, err))
-		} else if procCtx.Err() == nil {
-			fail(fmt.Errorf("event hub %q: processor stopped", s.hub))
+		err := proc.Run(procCtx)
+		if procCtx.Err() != nil {
+			return
 		}
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		err = fmt.Errorf("event hub %q: processor: %w", s.hub, err)
+		s.log.Error("processor failed; its partitions drain and a new one starts", "err", err)
+		s.healed("processor_failed")
+		restart(err)
 	}()
 
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watch(genCtx, restart)
+	}()
 	for {
-		pc := proc.NextPartitionClient(runCtx)
+		pc := proc.NextPartitionClient(genCtx)
 		if pc == nil {
 			break
 		}
-		if runCtx.Err() != nil {
+		if genCtx.Err() != nil {
 			s.closePartition(pc)
 			break
 		}
-		p := s.newPartition(pc)
+		if err := s.takeUnresolved(pc.PartitionID()); err != nil {
+			// Opened from a placeholder position: close it unread (which
+			// also unregisters it from the processor) and let the lease go,
+			// so that this or another replica claims it again.
+			s.closePartition(pc)
+			s.release(genCtx, pc.PartitionID())
+			s.log.Warn("partition not started: its resume position is unknown; lease given up until the next claim", "partition", pc.PartitionID(), "err", err)
+			continue
+		}
+		pctx, cancel := context.WithCancelCause(genCtx)
+		p := s.newPartition(pc, cancel)
+		s.markRunning(p)
 		s.log.Info("partition claimed", "partition", p.id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := handle(runCtx, p)
+			defer cancel(nil)
+			err := handle(pctx, p)
 			s.closePartition(pc)
-			s.forget(p.id)
+			s.ended(p)
 			switch {
 			case err == nil:
 				s.log.Info("partition released", "partition", p.id)
 			case errors.Is(err, ErrOwnershipLost):
 				// Receive or Checkpoint logged the loss
-			case runCtx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			case pctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 				s.log.Info("partition released", "partition", p.id)
-			case p.takenOver(context.WithoutCancel(runCtx)):
+			case p.takenOver(context.WithoutCancel(pctx)):
 				// the failure came from losing the partition (for example a
 				// sink commit undone by the new owner's recovery): not a
 				// failure of this replica
 				s.log.Warn("partition lost", "partition", p.id, "err", err)
+			case runCtx.Err() == nil && pctx.Err() != nil:
+				// stopped to be healed or for a processor restart: what it
+				// did not commit is replayed from the sink's watermark
+				s.log.Warn("partition stopped for a restart did not drain cleanly", "partition", p.id, "err", err)
 			default:
 				fail(fmt.Errorf("event hub %q partition %s: %w", s.hub, p.id, err))
 			}
 		}()
 	}
 	wg.Wait()
+	cause := context.Cause(genCtx)
+	restarting := runCtx.Err() == nil && cause != nil
+	if restarting {
+		store.keepLeases.Store(true)
+	}
 	stopProc()
 	<-procDone
-
-	errMu.Lock()
-	defer errMu.Unlock()
-	return firstErr
-}
-
-// forget drops the resume position of partition id: the next claim works it
-// out again.
-func (s *Source) forget(id string) {
-	s.mu.Lock()
-	delete(s.resolved, id)
-	s.mu.Unlock()
+	if restarting {
+		return cause
+	}
+	return nil
 }
 
 func (s *Source) closePartition(pc *azeventhubs.ProcessorPartitionClient) {

@@ -223,8 +223,9 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		if err != nil {
 			return nil, w.errorf("flush: re-read watermark: %w", err)
 		}
+		// the logger names the connector already
 		w.s.log.Warn("watermark moved by another writer; dropping what it committed",
-			"connector", w.s.info.Connector, "partition", w.partition, "read", seqOf(w.wm), "now", seqOf(wm))
+			"partition", w.partition, "read", seqOf(w.wm), "now", seqOf(wm))
 		w.wm = wm
 		w.dropCovered()
 	}

@@ -1,0 +1,18 @@
+package source
+
+import "github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+// InjectListCheckpointsErrors makes the next n checkpoint listings of the
+// processor fail (before the store is asked), and, with reachSDK, lets the
+// processor see that error as it did before the store shielded it.
+func InjectListCheckpointsErrors(s *Source, n int, reachSDK bool) {
+	s.passListErrs.Store(reachSDK)
+	s.injectListErrs.Store(int64(n))
+}
+
+// WithoutClientRetries returns o with the SDK's retries of the long-lived
+// client turned off.
+func WithoutClientRetries(o Options) Options {
+	o.clientRetry = azeventhubs.RetryOptions{MaxRetries: -1}
+	return o
+}

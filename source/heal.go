@@ -1,0 +1,212 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+)
+
+// Liveness: every partition this replica owns is read, or the source knows
+// why not and says so. The SDK's processor can keep a partition registered
+// as running, and its lease renewed, without ever handing it out (a claim
+// whose start position failed); a handler can stop receiving (a call that
+// never returns). The watchdog looks for both once per update interval and
+// heals them, whatever the cause.
+
+// Heal reasons, as passed to Options.OnHeal.
+const (
+	// HealUnread: a partition stayed owned with no handler for longer than
+	// the ownership expiration; the processor is restarted.
+	HealUnread = "unread"
+	// HealSilent: a handler neither received nor sent a heartbeat for
+	// longer than the ownership expiration plus the batch wait; its context
+	// is cancelled, so that it drains and the partition is reopened.
+	HealSilent = "silent"
+	// HealProcessorFailed: the processor's load-balancing loop failed; the
+	// handlers drain and a new processor starts after a backoff.
+	HealProcessorFailed = "processor_failed"
+)
+
+// noteClaims records the partitions this replica owns after a claim.
+func (s *Source) noteClaims(got []azeventhubs.Ownership) {
+	now := time.Now()
+	claimed := map[string]azeventhubs.Ownership{}
+	for _, o := range got {
+		if o.OwnerID == s.owner {
+			claimed[o.PartitionID] = o
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claimed = claimed
+	for id := range s.resolved {
+		if _, ok := claimed[id]; !ok {
+			delete(s.resolved, id)
+		}
+	}
+	for id := range s.idleSince {
+		if _, ok := claimed[id]; !ok {
+			delete(s.idleSince, id)
+			delete(s.reported, id)
+		}
+	}
+	if s.idleSince == nil {
+		s.idleSince = map[string]time.Time{}
+	}
+	for id := range claimed {
+		if _, ok := s.idleSince[id]; !ok && s.running[id] == nil {
+			s.idleSince[id] = now
+		}
+	}
+}
+
+// unresolve records that the resume position of partition id could not be
+// worked out for the current claim.
+func (s *Source) unresolve(id string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unresolved == nil {
+		s.unresolved = map[string]error{}
+	}
+	s.unresolved[id] = err
+	delete(s.resolved, id)
+}
+
+// takeUnresolved returns (and forgets) why partition id has no resume
+// position, or nil when it has one.
+func (s *Source) takeUnresolved(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.unresolved[id]
+	delete(s.unresolved, id)
+	return err
+}
+
+// release gives the lease of partition id up (best effort: an unrenewed
+// lease expires anyway).
+func (s *Source) release(ctx context.Context, id string) {
+	s.mu.Lock()
+	o, ok := s.claimed[id]
+	delete(s.claimed, id)
+	delete(s.idleSince, id)
+	delete(s.reported, id)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	o.OwnerID = ""
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if _, err := s.opts.Store.ClaimOwnership(ctx, []azeventhubs.Ownership{o}, nil); err != nil {
+		s.log.Debug("giving the lease up", "partition", id, "err", err)
+	}
+}
+
+// markRunning records that p's handler starts.
+func (s *Source) markRunning(p *Partition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == nil {
+		s.running = map[string]*Partition{}
+	}
+	s.running[p.id] = p
+	delete(s.idleSince, p.id)
+	delete(s.reported, p.id)
+}
+
+// ended records that p's handler returned. Its resume position is
+// forgotten: the next claim works it out again.
+func (s *Source) ended(p *Partition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[p.id] == p {
+		delete(s.running, p.id)
+	}
+	delete(s.resolved, p.id)
+	if _, ok := s.claimed[p.id]; ok && s.running[p.id] == nil {
+		s.idleSince[p.id] = time.Now()
+	}
+}
+
+// resetStalls starts the stall clocks of the owned partitions again, for a
+// new processor: what it does not start within the bound is a new stall.
+func (s *Source) resetStalls() {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.idleSince {
+		s.idleSince[id] = now
+	}
+	s.reported = nil
+}
+
+// healed counts a heal.
+func (s *Source) healed(reason string) {
+	if s.opts.OnHeal != nil {
+		s.opts.OnHeal(reason)
+	}
+}
+
+// watch checks the owned partitions once per update interval until ctx
+// ends. A partition owned with no handler for longer than the ownership
+// expiration (a healthy claim starts its handler within one update
+// interval, and a claim that cannot start gives its lease up) restarts the
+// processor through restart, the only way to make the SDK forget it. A
+// handler silent for longer than the ownership expiration plus the batch
+// wait is cancelled. Each stall is logged at ERROR once.
+func (s *Source) watch(ctx context.Context, restart context.CancelCauseFunc) {
+	unreadAfter := s.opts.OwnershipExpiration
+	silentAfter := s.opts.OwnershipExpiration + s.opts.MaxWait
+	t := time.NewTicker(s.opts.UpdateInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var unread []string
+		var silent []*Partition
+		s.mu.Lock()
+		for id, since := range s.idleSince {
+			if now.Sub(since) > unreadAfter && !s.reported[id] {
+				unread = append(unread, id)
+			}
+		}
+		for id, p := range s.running {
+			if now.Sub(p.lastBeat()) > silentAfter && !s.reported[id] {
+				silent = append(silent, p)
+			}
+		}
+		if s.reported == nil {
+			s.reported = map[string]bool{}
+		}
+		for _, id := range unread {
+			s.reported[id] = true
+		}
+		for _, p := range silent {
+			s.reported[p.id] = true
+		}
+		s.mu.Unlock()
+		for _, p := range silent {
+			err := fmt.Errorf("event hub %q partition %s: the handler neither received nor reported progress for %s (bound: ownership_expiration %s + max_wait %s)",
+				s.hub, p.id, now.Sub(p.lastBeat()).Round(time.Second), s.opts.OwnershipExpiration, s.opts.MaxWait)
+			s.log.Error("partition stalled; reopening it", "partition", p.id, "reason", HealSilent, "cause", err)
+			s.healed(HealSilent)
+			p.cancel(err)
+		}
+		if len(unread) > 0 {
+			slices.Sort(unread)
+			err := fmt.Errorf("%w: event hub %q partitions %v owned by this replica with no reader for more than ownership_expiration %s (a claim the processor registered but never handed out)",
+				errHealRestart, s.hub, unread, unreadAfter)
+			s.log.Error("partitions owned but not read; restarting the processor", "partitions", unread, "reason", HealUnread, "cause", err)
+			s.healed(HealUnread)
+			restart(err)
+			return
+		}
+	}
+}

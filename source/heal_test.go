@@ -1,0 +1,170 @@
+package source_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/produce"
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/source"
+)
+
+// newConsumerClient returns a client that does not retry.
+func newConsumerClient(t *testing.T, conn string) *azeventhubs.ConsumerClient {
+	t.Helper()
+	c, err := azeventhubs.NewConsumerClientFromConnectionString(conn, "", azeventhubs.DefaultConsumerGroup,
+		&azeventhubs.ConsumerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// readToEnd is a recorder that knows each partition's last sequence number
+// and signals when every partition was read up to it.
+type readToEnd struct {
+	*recorder
+	last map[string]int64
+	done chan struct{}
+	once sync.Once
+}
+
+func newReadToEnd(t *testing.T, ctx context.Context, conn string, from int64) *readToEnd {
+	t.Helper()
+	c := newConsumerClient(t, conn)
+	props, err := c.GetEventHubProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &readToEnd{recorder: newRecorder(0), last: map[string]int64{}, done: make(chan struct{})}
+	for _, id := range props.PartitionIDs {
+		pp, err := c.GetPartitionProperties(ctx, id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pp.LastEnqueuedSequenceNumber <= from {
+			t.Fatalf("partition %s holds events up to %d only; send more", id, pp.LastEnqueuedSequenceNumber)
+		}
+		r.last[id] = pp.LastEnqueuedSequenceNumber
+	}
+	r.afterAdd = func(*source.Partition, []sinks.Event) {
+		if r.missing() == "" {
+			r.once.Do(func() { close(r.done) })
+		}
+	}
+	return r
+}
+
+// missing says which partitions are not read to their end yet ("" when all are).
+func (r *readToEnd) missing() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id, last := range r.last {
+		evs := r.byPart[id]
+		if len(evs) == 0 || evs[len(evs)-1].SequenceNumber < last {
+			got := int64(-1)
+			if len(evs) > 0 {
+				got = evs[len(evs)-1].SequenceNumber
+			}
+			out = append(out, fmt.Sprintf("partition %s at %d of %d", id, got, last))
+		}
+	}
+	slices.Sort(out)
+	return fmt.Sprint(out)[1 : len(fmt.Sprint(out))-1]
+}
+
+// TestClaimSurvivesPartitionPropertiesFailures injects, through the
+// emulator, failures of the partition-properties call the source makes to
+// check each resume position while it claims the partitions: one partition
+// fails every attempt, the next one fails twice. Every partition must still
+// be read to its end, from its resume position on. (The SDK's processor
+// registers a claimed partition before it asks for checkpoints and never
+// forgets it when that fails; a store that returned the error left every
+// partition of the claim owned and unread.)
+func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 400, Keys: 20, Seed: 5}); err != nil || n != 400 {
+		t.Fatalf("Demo sent %d, %v", n, err)
+	}
+	const resumeAfter = 9
+	rec := newReadToEnd(t, ctx, conn, resumeAfter)
+	// A sink watermark for every partition makes the claim check each
+	// resume position against the partition's properties.
+	wm := func(context.Context, string) (*sinks.Position, error) {
+		return &sinks.Position{SequenceNumber: resumeAfter}, nil
+	}
+	opts := source.WithoutClientRetries(source.Options{
+		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy", Watermark: wm,
+	})
+	src := newSource(t, ctx, opts)
+	srv.FailPartitionProperties(4 + 2) // every attempt for one partition, two for the next
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.done, r, "every partition read to its end", rec.missing)
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for id, evs := range rec.byPart {
+		if evs[0].SequenceNumber != resumeAfter+1 {
+			t.Errorf("partition %s started at seq %d, want %d (after the watermark)", id, evs[0].SequenceNumber, resumeAfter+1)
+		}
+		for i := 1; i < len(evs); i++ {
+			if evs[i].SequenceNumber != evs[i-1].SequenceNumber+1 {
+				t.Errorf("partition %s: seq %d after %d", id, evs[i].SequenceNumber, evs[i-1].SequenceNumber)
+				break
+			}
+		}
+	}
+	// with a failure left, this call would use it and fail
+	if _, err := newConsumerClient(t, conn).GetPartitionProperties(ctx, "0", nil); err != nil {
+		t.Errorf("the injected failures were not all used, so the test proves nothing: %v", err)
+	}
+}
+
+// TestWatchdogHealsUnreadPartitions lets a failed checkpoint listing reach
+// the SDK's processor, which then keeps every partition of the claim
+// registered, and its lease renewed, without a reader. The watchdog must
+// notice within the ownership expiration, count one heal and restart the
+// processor, and every partition must be read to its end.
+func TestWatchdogHealsUnreadPartitions(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 200, Keys: 20, Seed: 6}); err != nil || n != 200 {
+		t.Fatalf("Demo sent %d, %v", n, err)
+	}
+	rec := newReadToEnd(t, ctx, conn, 0)
+	var mu sync.Mutex
+	heals := map[string]int{}
+	src := newSource(t, ctx, source.Options{
+		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy",
+		OnHeal: func(reason string) {
+			mu.Lock()
+			heals[reason]++
+			mu.Unlock()
+		},
+	})
+	source.InjectListCheckpointsErrors(src, 4, true) // every retry of the first listing
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.done, r, "every partition read to its end", rec.missing)
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if heals[source.HealUnread] == 0 {
+		t.Errorf("heals %v: want the unread partitions healed", heals)
+	}
+	checkOncePerKeyInOrder(t, rec.events, 200)
+}
