@@ -202,15 +202,19 @@ func (h *harness) behind() ([]string, error) {
 			}
 			if owners == nil {
 				owners = map[string]string{}
-				if owns, err := h.listOwnership(h.ctx, c); err == nil {
-					for _, o := range owns {
-						owners[o.PartitionID] = h.ownerName(o.OwnerID)
+				owns, err := h.listOwnership(h.ctx, c)
+				for _, o := range owns {
+					owners[o.PartitionID] = h.ownerName(o.OwnerID)
+				}
+				if err != nil {
+					for _, id := range h.parts {
+						owners[id] = "unknown (" + err.Error() + ")"
 					}
 				}
 			}
 			owner := owners[p]
 			if owner == "" {
-				owner = "nobody"
+				owner = "nobody (no lease renewed within the expiration)"
 			}
 			out = append(out, fmt.Sprintf("%s partition %s: sink at %d, checkpoint at %d, hub at %d, lease held by %s", c, p, pr.sink, pr.ckpt, last[p], owner))
 		}

@@ -221,15 +221,21 @@ func (h *harness) latency() {
 }
 
 // claimFault makes the management calls of a claim fail: a replica is
-// restarted, and as soon as it claims a partition every connection is
-// dropped, so that the calls computing the resume position fail.
+// killed and restarted; the emulator fails the next partition-properties
+// reads (the resume position's check), where it has that fault, and every
+// connection is dropped as soon as the replica claims a partition.
 func (h *harness) claimFault() {
 	r := h.pickReplica()
 	if r == nil {
 		return
 	}
 	t0 := time.Now()
+	before := h.countAll("cannot resume partition")
 	r.kill9Locked()
+	props, perr := h.emu.admin(h.ctx, "/faults/partition-properties?count=6")
+	if perr != nil {
+		props = "partition-properties fault not available (" + perr.Error() + ")"
+	}
 	err := r.startLocked()
 	name := r.current().name
 	r.busy.Unlock()
@@ -245,8 +251,8 @@ func (h *harness) claimFault() {
 	}
 	out, aerr := h.emu.admin(h.ctx, "/faults/drop-connections")
 	dropAt, claimed := time.Since(t0), h.claims(name)
-	h.sleep(3 * time.Second)
+	h.sleep(5 * time.Second)
 	h.record(t0, "failure during a claim", name, dropAt, aerr != nil,
-		"connections dropped %s after the restart, at its claim #%d (%s); 'cannot resume partition' logged %d times by it",
-		dropAt.Round(time.Millisecond), claimed, out, h.count(name, "cannot resume partition"))
+		"%s; connections dropped %s after the restart, at its claim #%d (%s); 'cannot resume partition' logged %d times in the next 5s",
+		props, dropAt.Round(time.Millisecond), claimed, out, h.countAll("cannot resume partition")-before)
 }

@@ -35,6 +35,8 @@ func startProc(name, dir, logPath string, args []string, onLine func(string)) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	// One log file holds every generation of a process; mark where each starts.
+	fmt.Fprintf(logf, "=== %s starting at %s: ehsink %s\n", name, p.started.UTC().Format(time.RFC3339Nano), strings.Join(args, " "))
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Dir = dir
 	// Its own process group: a signal to the test binary is not its signal.

@@ -148,6 +148,17 @@ func (h *harness) count(proc, msg string) int {
 	return h.msgs[proc][msg]
 }
 
+// countAll is how often any process logged msg.
+func (h *harness) countAll(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.msgs {
+		n += m[msg]
+	}
+	return n
+}
+
 // claims is how many partitions process proc claimed.
 func (h *harness) claims(proc string) int { return h.count(proc, "partition claimed") }
 
