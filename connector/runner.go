@@ -260,17 +260,31 @@ func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 		}
 		return nil
 	}
-	first := events[be.Failed[0].Index]
+	rejected := make([]sinks.RejectedEvent, len(be.Failed))
+	for i, f := range be.Failed {
+		rejected[i] = sinks.RejectedEvent{Event: events[f.Index], Err: f.Err}
+	}
+	return pr.deadLetter(ctx, rejected)
+}
+
+// deadLetter applies errors.tolerance to events the sink rejected, in Write
+// or at commit: they are stored as dead letters (by the writer, committed by
+// its next Flush with the data, or by the runner's store before that
+// Flush), or the partition stops.
+func (pr *partitionRun) deadLetter(ctx context.Context, rejected []sinks.RejectedEvent) error {
+	r := pr.r
+	first := rejected[0]
 	if r.opts.Tolerance == "none" {
-		return r.errorf(pr.src, "event seq %d rejected by the sink: %w (errors.tolerance is none)", first.SequenceNumber, be.Failed[0].Err)
+		return r.errorf(pr.src, "event seq %d rejected by the sink: %w (errors.tolerance is none)", first.Event.SequenceNumber, first.Err)
 	}
 	now := r.opts.now()
-	letters := make([]sinks.DeadLetter, len(be.Failed))
-	for i, f := range be.Failed {
-		letters[i] = sinks.DeadLetter{Event: events[f.Index], Reason: f.Err.Error(), FailedAt: now}
-		pr.log.Warn("event dead-lettered", "seq", events[f.Index].SequenceNumber, "reason", f.Err)
+	letters := make([]sinks.DeadLetter, len(rejected))
+	for i, rj := range rejected {
+		letters[i] = sinks.DeadLetter{Event: rj.Event, Reason: rj.Err.Error(), FailedAt: now}
+		pr.log.Warn("event dead-lettered", "seq", rj.Event.SequenceNumber, "reason", rj.Err)
 	}
 	pr.met.deadLettered(len(letters))
+	var err error
 	if dl, ok := pr.p.(sinks.DeadLetterer); ok {
 		err = r.retry(ctx, "dead-letter", pr.beat, func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
 	} else if r.opts.DeadLetters != nil {
@@ -278,10 +292,10 @@ func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 			return r.opts.DeadLetters.Store(ctx, pr.src.ID(), letters)
 		})
 	} else {
-		return r.errorf(pr.src, "event seq %d rejected by the sink and no dead-letter path: %w", first.SequenceNumber, be.Failed[0].Err)
+		return r.errorf(pr.src, "event seq %d rejected by the sink and no dead-letter path: %w", first.Event.SequenceNumber, first.Err)
 	}
 	if err != nil {
-		return r.errorf(pr.src, "store dead letters for seq %d: %w", first.SequenceNumber, err)
+		return r.errorf(pr.src, "store dead letters for seq %d: %w", first.Event.SequenceNumber, err)
 	}
 	return nil
 }
@@ -312,13 +326,27 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	r := pr.r
 	var wm *sinks.Position
 	start := time.Now()
-	err := r.retry(ctx, "flush", pr.beat, func(ctx context.Context) error {
-		var err error
-		wm, err = pr.p.Flush(ctx)
-		return err
-	})
-	if err != nil {
-		return r.errorf(pr.src, "flush: %w", err)
+	// A flush that meets events the destination refuses commits nothing
+	// and reports them; once they are dead-lettered, the next round commits
+	// the rest with them. Each round takes at least one event out, so the
+	// rounds are bounded by what was written.
+	for round := 0; ; round++ {
+		err := r.retry(ctx, "flush", pr.beat, func(ctx context.Context) error {
+			var err error
+			wm, err = pr.p.Flush(ctx)
+			return err
+		})
+		var rej *sinks.RejectedError
+		if err != nil && errors.As(err, &rej) && len(rej.Rejected) > 0 && round <= pr.unflushed {
+			if err := pr.deadLetter(ctx, rej.Rejected); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return r.errorf(pr.src, "flush: %w", err)
+		}
+		break
 	}
 	pr.written = false
 	if wm != nil && wm.Offset == "" && wm.SequenceNumber == pr.lastWritten.SequenceNumber {

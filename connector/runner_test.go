@@ -282,6 +282,10 @@ func TestRunnerOwnershipLostAbandons(t *testing.T) {
 	}
 }
 
+// TestRunnerDeadLettersAndTolerance: events the sink rejects in Write (a
+// value that does not convert) or refuses at Flush (a database constraint)
+// are dead-lettered and the rest committed, or stop the partition under
+// tolerance none.
 func TestRunnerDeadLettersAndTolerance(t *testing.T) {
 	reject := func(ev *sinks.Event) error {
 		if ev.SequenceNumber%10 == 3 {
@@ -289,43 +293,52 @@ func TestRunnerDeadLettersAndTolerance(t *testing.T) {
 		}
 		return nil
 	}
-	t.Run("all", func(t *testing.T) {
-		sink := sinktest.NewMemory()
-		sink.SetReject(reject)
-		store := &memCheckpoints{pos: map[string]sinks.Position{}}
-		ctx, cancel := context.WithCancel(context.Background())
-		p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(5, 6)), cancel)
-		r, _ := NewRunner(RunnerOptions{Sink: sink, Tolerance: "all"})
-		if err := r.RunPartition(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		if got := len(sink.Committed("0")); got != 90 {
-			t.Fatalf("%d rows, want 90", got)
-		}
-		dead := sink.DeadLetters("0")
-		if len(dead) != 10 || dead[0].Event.SequenceNumber != 3 || dead[0].Reason != "amount is not a number" {
-			t.Fatalf("dead letters = %d, first %+v", len(dead), dead[0])
-		}
-		if pos, _ := store.get("0"); pos.SequenceNumber != 99 {
-			t.Fatalf("checkpoint %d, want 99", pos.SequenceNumber)
-		}
-	})
-	t.Run("none", func(t *testing.T) {
-		sink := sinktest.NewMemory()
-		sink.SetReject(reject)
-		store := &memCheckpoints{pos: map[string]sinks.Position{}}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(5, 6)), cancel)
-		r, _ := NewRunner(RunnerOptions{Connector: "orders", Sink: sink, Tolerance: "none"})
-		err := r.RunPartition(ctx, p)
-		if err == nil || !containsAll(err.Error(), `connector "orders"`, "partition 0", "seq 3", "amount is not a number") {
-			t.Fatalf("RunPartition = %v, want an error naming connector, partition, seq and reason", err)
-		}
-		if pos, ok := store.get("0"); ok && pos.SequenceNumber >= 3 {
-			t.Fatalf("checkpoint %d moved past the rejected event", pos.SequenceNumber)
-		}
-	})
+	for _, at := range []struct {
+		name    string
+		install func(*sinktest.Memory, func(*sinks.Event) error)
+	}{
+		{"write", (*sinktest.Memory).SetReject},
+		{"flush", (*sinktest.Memory).SetRefuse},
+	} {
+		t.Run(at.name+"/all", func(t *testing.T) {
+			sink := sinktest.NewMemory()
+			at.install(sink, reject)
+			store := &memCheckpoints{pos: map[string]sinks.Position{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(5, 6)), cancel)
+			r, _ := NewRunner(RunnerOptions{Sink: sink, Tolerance: "all"})
+			if err := r.RunPartition(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			committed := sink.Committed("0")
+			if len(committed) != 90 || slices.ContainsFunc(committed, func(s int64) bool { return s%10 == 3 }) {
+				t.Fatalf("committed %d events %v, want the 90 not rejected", len(committed), head(committed))
+			}
+			dead := sink.DeadLetters("0")
+			if len(dead) != 10 || dead[0].Event.SequenceNumber != 3 || dead[0].Reason != "amount is not a number" {
+				t.Fatalf("dead letters = %d, first %+v", len(dead), dead[0])
+			}
+			if pos, _ := store.get("0"); pos.SequenceNumber != 99 {
+				t.Fatalf("checkpoint %d, want 99", pos.SequenceNumber)
+			}
+		})
+		t.Run(at.name+"/none", func(t *testing.T) {
+			sink := sinktest.NewMemory()
+			at.install(sink, reject)
+			store := &memCheckpoints{pos: map[string]sinks.Position{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := newMemPartition("0", 100, store, rand.New(rand.NewPCG(5, 6)), cancel)
+			r, _ := NewRunner(RunnerOptions{Connector: "orders", Sink: sink, Tolerance: "none"})
+			err := r.RunPartition(ctx, p)
+			if err == nil || !containsAll(err.Error(), `connector "orders"`, "partition 0", "seq 3", "amount is not a number") {
+				t.Fatalf("RunPartition = %v, want an error naming connector, partition, seq and reason", err)
+			}
+			if pos, ok := store.get("0"); ok && pos.SequenceNumber >= 3 {
+				t.Fatalf("checkpoint %d moved past the rejected event", pos.SequenceNumber)
+			}
+		})
+	}
 }
 
 func TestRunnerRetriesTransient(t *testing.T) {

@@ -45,6 +45,44 @@ func (e *BatchError) Error() string {
 	return b.String()
 }
 
+// RejectedEvent is an event the destination refused when it was committed,
+// with the destination's reason.
+type RejectedEvent struct {
+	// Event is the event as it was given to Write. Its Body and Properties
+	// belong to the writer until its next Flush.
+	Event Event
+	// Err is the destination's reason, such as a row breaking a CHECK
+	// constraint of a table.
+	Err error
+}
+
+// RejectedError is returned (wrapped or not) by Flush when the destination
+// refused events that Write had taken, for a reason only it could see: a
+// row that breaks a CHECK, NOT NULL, unique or foreign-key rule of a
+// table. The writer committed nothing and still holds every other event.
+// It keeps the rejected ones apart and reports them again from every Flush
+// until they are passed to its DeadLetter, which a [DeadLetterer] then
+// commits with the data; a writer that is not a DeadLetterer drops them at
+// the next Flush, after the runner stored them. The runner handles them as
+// it handles a [*BatchError] from Write (dead letters, or a stop under
+// errors.tolerance none) and calls Flush again.
+type RejectedError struct {
+	Rejected []RejectedEvent
+}
+
+func (e *RejectedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d event(s) rejected at commit", len(e.Rejected))
+	for i, r := range e.Rejected {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Rejected)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; seq %d: %v", r.Event.SequenceNumber, r.Err)
+	}
+	return b.String()
+}
+
 // transientError marks an error worth retrying.
 type transientError struct{ err error }
 

@@ -68,7 +68,9 @@ type Writer interface {
 	// returns the new watermark: the position of the last event written, or
 	// of the last event reported as failed once its dead letter is stored. A
 	// failed Flush keeps what was written, so Flush may be called again; a
-	// transient failure is marked with [Transient]. A writer that finds
+	// transient failure is marked with [Transient]. Events the destination
+	// refuses at commit are reported in a [*RejectedError], with nothing
+	// committed; the caller dead-letters them and calls Flush again. A writer that finds
 	// another writer of the partition committed part of what it holds, and
 	// cannot drop just that part, discards it and returns [ErrFenced].
 	Flush(ctx context.Context) (*Position, error)

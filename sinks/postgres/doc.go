@@ -54,14 +54,40 @@
 // # Errors
 //
 // A value that does not convert is an error of its event, reported by Write
-// in a [*sinks.BatchError]; the runner dead-letters it or stops. Connection
-// failures, server shutdowns, serialization failures and deadlocks are
-// returned marked with [sinks.Transient], and a failed Flush keeps its rows
-// for the retry. A commit whose outcome is unknown (the connection dropped
-// during COMMIT) is safe to retry: if it did commit, the retry finds the
-// watermark moved and has nothing left to write. Missing tables (with
-// create_table false), missing columns, incompatible column types, a key
-// without a unique index and permission errors are permanent.
+// in a [*sinks.BatchError]; the runner dead-letters it or stops.
+//
+// A row the server refuses is an error of its event too. SQLSTATEs fall in
+// three groups:
+//
+//   - refused row (poison): class 22 (data exception: out of range, too
+//     long, invalid for its type), class 23 (integrity constraint
+//     violation: NOT NULL, foreign key, unique, CHECK, exclusion, also when
+//     deferred to COMMIT) and 54000 (an index row or a row too big), but
+//     not 22P04 (bad COPY format: the sink's own encoding). Flush finds the
+//     refused rows by bisecting the batch under savepoints in a probe
+//     transaction that it rolls back, commits nothing, and returns a
+//     [*sinks.RejectedError] naming their events with the server's message,
+//     constraint and detail. The runner dead-letters them (or stops under
+//     errors.tolerance none) and flushes again: the other rows, the dead
+//     letters and a watermark that covers them commit in one transaction,
+//     so a replay writes nothing twice and the partition moves on in order.
+//     In upsert mode a refused newest event of a key gives way to the key's
+//     previous event of the same flush. A foreign key whose parent row
+//     arrives later is refused the same way: the event waits in the dead
+//     letters. Memory stays the flush's rows.
+//   - transient: class 08 (connection), 40001 and 40P01 (serialization,
+//     deadlock), 55P03 (lock not available), 57P01-57P03 and 57014
+//     (shutdown, starting, cancelled), 53100, 53200, 53300 and 53400 (disk
+//     full, out of memory, too many connections), and connection errors
+//     without a SQLSTATE. They are returned marked with [sinks.Transient],
+//     and a failed Flush keeps its rows for the retry. A commit whose
+//     outcome is unknown (the connection dropped during COMMIT) is safe to
+//     retry: if it did commit, the retry finds the watermark moved and has
+//     nothing left to write.
+//   - permanent: everything else, such as missing tables (with
+//     create_table false), missing columns, incompatible column types, a
+//     key without a unique index, permission errors (class 42), and a
+//     refusal that no single row explains.
 //
 // Identifiers from the configuration are always quoted; no SQL text is ever
 // built from event content. The DSN's password never appears in logs or

@@ -29,6 +29,8 @@ func transientCode(code string) bool {
 		"57P02", // crash_shutdown
 		"57P03", // cannot_connect_now
 		"57014", // query_canceled (statement_timeout, pg_cancel_backend)
+		"53100", // disk_full: waited out like an outage
+		"53200", // out_of_memory
 		"53300", // too_many_connections
 		"53400": // configuration_limit_exceeded
 		return true
@@ -59,18 +61,15 @@ func isTransient(err error) bool {
 	return false
 }
 
-// classify marks transient errors with sinks.Transient, and explains the
-// data errors the sink cannot pin on one event before the COPY.
+// classify marks transient errors with sinks.Transient, and explains a
+// refusal the writer could not pin on any row (see reject.go): every row
+// passed on its own, so the batch as a whole broke the rule.
 func classify(err error) error {
 	if isTransient(err) {
 		return sinks.Transient(err)
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
-		// A CHECK, NOT NULL, unique or foreign-key rule, or a value the
-		// mapping accepts and the table refuses: a replay fails the same
-		// way, so say what to change.
-		return fmt.Errorf("%w (a row breaks a rule of the table, SQLSTATE %s; the batch is not retried: relax the table's rule, or map that value so the sink rejects it with its event)", err, pgErr.Code)
+	if pgErr := poisonErr(err); pgErr != nil {
+		return fmt.Errorf("%w (the server refused the batch, SQLSTATE %s, but took each of its rows on its own; the batch is not retried)", err, pgErr.Code)
 	}
 	return err
 }

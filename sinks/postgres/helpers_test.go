@@ -162,6 +162,22 @@ func runPartition(t *testing.T, s *Sink, cp *checkpointStore, partition string, 
 			}
 		}
 		pos, err := w.Flush(ctx)
+		for rounds := 0; err != nil && rounds <= n; rounds++ {
+			// Rows the server refused: dead-letter them and flush again,
+			// as the runner does.
+			var rej *sinks.RejectedError
+			if !errors.As(err, &rej) {
+				break
+			}
+			var letters []sinks.DeadLetter
+			for _, r := range rej.Rejected {
+				letters = append(letters, sinks.DeadLetter{Event: r.Event, Reason: r.Err.Error(), FailedAt: time.Now()})
+			}
+			if err := w.(sinks.DeadLetterer).DeadLetter(ctx, letters); err != nil {
+				t.Fatalf("DeadLetter: %v", err)
+			}
+			pos, err = w.Flush(ctx)
+		}
 		if err != nil {
 			if errors.Is(err, errCrash) {
 				return false

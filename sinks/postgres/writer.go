@@ -25,10 +25,12 @@ import (
 // writer should give the partition up, and the runner retries later.
 const maxFenceRetries = 16
 
-// bufRow is one buffered row and the position of its event.
+// bufRow is one buffered row, the position of its event and what a dead
+// letter needs of the event, should the server refuse the row.
 type bufRow struct {
 	vals []any
 	pos  sinks.Position
+	ev   keptEvent
 }
 
 // deadLetter is a buffered dead letter, copied out of the runner's memory.
@@ -51,9 +53,14 @@ type writer struct {
 	rows      []bufRow        // rows[:n] are buffered; the rest are spare buffers
 	n         int
 	dead      []deadLetter
-	closed    bool
-	keyBuf    []byte
-	enc       copyEncoder
+	// rejected are rows the server refused, held apart until DeadLetter
+	// receives them; Flush reports them until then.
+	rejected []rejectedRow
+	// raw holds the bodies of the buffered rows' events (keptEvent.body).
+	raw    []byte
+	closed bool
+	keyBuf []byte
+	enc    copyEncoder
 }
 
 var _ sinks.DeadLetterer = (*writer)(nil)
@@ -66,6 +73,9 @@ func (w *writer) last() int64 {
 	}
 	if k := len(w.dead); k > 0 && w.dead[k-1].pos.SequenceNumber > last {
 		last = w.dead[k-1].pos.SequenceNumber
+	}
+	for _, r := range w.rejected {
+		last = max(last, r.pos.SequenceNumber)
 	}
 	return last
 }
@@ -98,6 +108,7 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			r.vals[ncols] = ev.SequenceNumber
 		}
 		r.pos = ev.Position()
+		r.ev = w.keep(ev)
 		w.n++
 		last = ev.SequenceNumber
 	}
@@ -179,15 +190,18 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		if d.failedAt.IsZero() {
 			d.failedAt = time.Now()
 		}
+		// text and jsonb cannot hold NUL: a dead letter must not fail
+		// for it, so it is replaced there by U+FFFD.
 		if l.Event.PartitionKey != nil {
-			k := *l.Event.PartitionKey
+			k := strings.ReplaceAll(*l.Event.PartitionKey, "\x00", "\uFFFD")
 			d.partitionKey = &k
 		}
 		if len(l.Event.Properties) > 0 {
 			if p, err := json.Marshal(l.Event.Properties); err == nil {
-				d.properties = p
+				d.properties = bytes.ReplaceAll(p, []byte(`\u0000`), []byte(`\ufffd`))
 			}
 		}
+		d.reason = strings.ReplaceAll(d.reason, "\x00", "\uFFFD")
 		// Keep dead letters in sequence order for last().
 		j := len(w.dead)
 		for j > 0 && w.dead[j-1].pos.SequenceNumber > d.pos.SequenceNumber {
@@ -196,6 +210,7 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		w.dead = append(w.dead, deadLetter{})
 		copy(w.dead[j+1:], w.dead[j:])
 		w.dead[j] = d
+		w.unreject(d.pos.SequenceNumber)
 	}
 	return nil
 }
@@ -206,12 +221,27 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	if w.closed {
 		return nil, sinks.ErrClosed
 	}
+	if len(w.rejected) > 0 {
+		return nil, w.rejectedError()
+	}
 	for attempt := 0; w.n > 0 || len(w.dead) > 0; attempt++ {
 		to, err := w.commit(ctx)
 		if err == nil {
 			w.wm = &to
 			w.reset()
 			break
+		}
+		w.sortRows() // a collapse (upsert) moved rows around
+		if poisonErr(err) != nil {
+			// A row the server refuses: find which, commit nothing, and
+			// let the runner dead-letter it before the next attempt.
+			found, ierr := w.isolate(ctx)
+			switch {
+			case ierr != nil:
+				return nil, w.errorf("flush: %w; finding the refused rows: %w", err, classify(ierr))
+			case found:
+				return nil, w.rejectedError()
+			}
 		}
 		if !errors.Is(err, errFenceLost) {
 			return nil, w.errorf("flush: %w", classify(err))
@@ -252,10 +282,15 @@ func (w *writer) errorf(format string, args ...any) error {
 func (w *writer) reset() {
 	for i := range w.n {
 		clear(w.rows[i].vals) // let the values go
+		w.rows[i].ev = keptEvent{}
 	}
 	w.n = 0
 	clear(w.dead)
 	w.dead = w.dead[:0]
+	w.raw = w.raw[:0]
+	if cap(w.raw) > maxKeptCopyBuf {
+		w.raw = nil
+	}
 }
 
 // dropCovered removes buffered rows and letters at or below the watermark.
@@ -275,6 +310,13 @@ func (w *writer) dropCovered() {
 		}
 	}
 	w.dead = dead
+	rejected := w.rejected[:0]
+	for _, r := range w.rejected {
+		if !sinks.Covers(w.wm, r.pos.SequenceNumber) {
+			rejected = append(rejected, r)
+		}
+	}
+	w.rejected = rejected
 }
 
 // newTarget is the position the flush moves the watermark to.
@@ -293,13 +335,7 @@ func (w *writer) newTarget() sinks.Position {
 func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	s := w.s
 	to := w.newTarget()
-	if s.upsert && w.n > 1 {
-		// Only the newest event of a key matters, and ON CONFLICT may not
-		// touch a row twice. Collapsing is idempotent, so a retried flush
-		// may collapse again.
-		w.keyBuf = w.keyBuf[:0]
-		w.n = len(dedupe.Collapse(w.rows[:w.n], w.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber }))
-	}
+	rows := w.applied()
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return to, err
@@ -346,8 +382,8 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	if err := s.fault(faultBeforeCopy); err != nil {
 		return to, err
 	}
-	if w.n > 0 {
-		if err := w.enc.copyRows(ctx, conn, s.copyTable, s.copyCols, s.sqlDescribeCopy, s.sqlCopy, w.rows[:w.n]); err != nil {
+	if len(rows) > 0 {
+		if err := w.enc.copyRows(ctx, conn, s.copyTable, s.copyCols, s.sqlDescribeCopy, s.sqlCopy, rows); err != nil {
 			if s.upsert {
 				return to, fmt.Errorf("copy to staging table: %w", err)
 			}
@@ -376,6 +412,20 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	}
 	failed = false
 	return to, nil
+}
+
+// applied returns the buffered rows a commit applies: all of them in
+// append mode; in upsert mode the newest of each key, since only it
+// matters and ON CONFLICT may not touch a row twice. The collapse moves
+// the other rows behind the result, still within w.rows[:w.n], and leaves
+// them out of sequence order until sortRows.
+func (w *writer) applied() []bufRow {
+	rows := w.rows[:w.n]
+	if w.s.upsert && len(rows) > 1 {
+		w.keyBuf = w.keyBuf[:0]
+		rows = dedupe.Collapse(rows, w.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber })
+	}
+	return rows
 }
 
 // runBatch sends b in one round trip and returns the command tag of its
@@ -435,6 +485,7 @@ func (w *writer) rowKey(r *bufRow) string {
 func (w *writer) Close(ctx context.Context) error {
 	w.closed = true
 	w.rows, w.dead, w.n = nil, nil, 0
+	w.rejected, w.raw = nil, nil
 	w.enc = copyEncoder{}
 	return nil
 }

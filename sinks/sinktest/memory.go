@@ -35,6 +35,7 @@ type Memory struct {
 	dead       map[string][]sinks.DeadLetter
 	fault      func(point FaultPoint, partition string) error
 	reject     func(ev *sinks.Event) error
+	refuse     func(ev *sinks.Event) error
 	unfenced   bool
 }
 
@@ -70,6 +71,17 @@ func (m *Memory) SetFencing(on bool) {
 func (m *Memory) SetReject(fn func(ev *sinks.Event) error) {
 	m.mu.Lock()
 	m.reject = fn
+	m.mu.Unlock()
+}
+
+// SetRefuse installs fn, called at Flush for every event written since
+// the last commit; a non-nil result refuses the event as a database refuses
+// a row that breaks a constraint: Flush commits nothing and returns a
+// [sinks.RejectedError], and reports it again until the event is given to
+// DeadLetter.
+func (m *Memory) SetRefuse(fn func(ev *sinks.Event) error) {
+	m.mu.Lock()
+	m.refuse = fn
 	m.mu.Unlock()
 }
 
@@ -137,7 +149,8 @@ type memoryWriter struct {
 	partition string
 	pending   []sinks.Event
 	letters   []sinks.DeadLetter
-	last      *sinks.Position // last event handed to Write
+	refused   []sinks.RejectedEvent // held apart until DeadLetter
+	last      *sinks.Position       // last event handed to Write
 	closed    bool
 }
 
@@ -179,6 +192,11 @@ func (w *memoryWriter) DeadLetter(_ context.Context, letters []sinks.DeadLetter)
 		return sinks.ErrClosed
 	}
 	w.letters = append(w.letters, letters...)
+	for _, l := range letters {
+		w.refused = slices.DeleteFunc(w.refused, func(r sinks.RejectedEvent) bool {
+			return r.Event.SequenceNumber == l.Event.SequenceNumber
+		})
+	}
 	return nil
 }
 
@@ -190,6 +208,21 @@ func (w *memoryWriter) Flush(context.Context) (*sinks.Position, error) {
 		return nil, err
 	}
 	m := w.m
+	m.mu.Lock()
+	refuse := m.refuse
+	m.mu.Unlock()
+	if refuse != nil && len(w.refused) == 0 {
+		w.pending = slices.DeleteFunc(w.pending, func(ev sinks.Event) bool {
+			if err := refuse(&ev); err != nil {
+				w.refused = append(w.refused, sinks.RejectedEvent{Event: ev, Err: err})
+				return true
+			}
+			return false
+		})
+	}
+	if len(w.refused) > 0 {
+		return nil, &sinks.RejectedError{Rejected: slices.Clone(w.refused)}
+	}
 	m.mu.Lock()
 	wm, has := m.watermarks[w.partition]
 	fenced := has && !m.unfenced
@@ -222,7 +255,7 @@ func (w *memoryWriter) Flush(context.Context) (*sinks.Position, error) {
 
 func (w *memoryWriter) Close(context.Context) error {
 	w.closed = true
-	w.pending, w.letters = nil, nil
+	w.pending, w.letters, w.refused = nil, nil, nil
 	return nil
 }
 
