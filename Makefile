@@ -57,9 +57,10 @@ lint: ## gofmt check and go vet
 	$(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 
-tools: ## install test tools that are not Go modules (Azurite into .tools/, PostgreSQL 15 when missing)
+tools: ## install test tools that are not Go modules (Azurite into .tools/, PostgreSQL 15 and the Python SDK from apt when missing)
 	bash scripts/install-tools.sh
 	bash scripts/install-postgres.sh
+	bash scripts/install-python.sh
 
 # The chaos matrix (e2e/chaos): MODE=full|short, EVENTS, DURATION, BALANCING
 # (balanced, greedy or both), PARTITIONS, CATCHUP (bound after the producer

@@ -3,8 +3,10 @@ package emulator
 // Behavior: the AMQPS listener.
 //
 // SDKs without an emulator mode (azure-eventhub for Python before 5.12,
-// older .NET and Java clients) always dial amqps:// on port 5671 and check
-// the server certificate. With Config.TLS the emulator also listens for
+// older .NET and Java clients) always dial amqps:// and check the server
+// certificate; Python 5.11 even ignores the endpoint's port and always
+// dials 5671 (listen on another loopback address, 127.0.0.2:5671, to run
+// several emulators). With Config.TLS the emulator also listens for
 // TLS on TLSOptions.Addr and speaks the same AMQP there as on the plain
 // listener (SASL, CBS and every node unchanged). Without a certificate
 // file it generates, at each start, a private certificate authority and a
@@ -83,7 +85,13 @@ func (o *TLSOptions) serverTLS(now time.Time) (*tls.Config, []byte, error) {
 		last := cert.Certificate[len(cert.Certificate)-1]
 		trustPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: last})
 	} else {
-		cert, trustPEM, err = generateCertificate(now)
+		var extra []net.IP
+		if host, _, err := net.SplitHostPort(o.Addr); err == nil {
+			if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+				extra = append(extra, ip)
+			}
+		}
+		cert, trustPEM, err = generateCertificate(now, extra...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tls: generate a certificate: %w", err)
 		}
@@ -112,10 +120,12 @@ func writeCertOut(path string, pemBytes []byte) error {
 }
 
 // generateCertificate makes a throwaway certificate authority and a
-// server certificate it signs for the loopback names. Clients trust the
-// authority: a separate authority keeps strict verifiers (which refuse a
-// CA certificate as a server certificate) happy.
-func generateCertificate(now time.Time) (tls.Certificate, []byte, error) {
+// server certificate it signs for the loopback names and extraIPs (the
+// listen address, which may be another loopback address such as
+// 127.0.0.2). Clients trust the authority: a separate authority keeps
+// strict verifiers (which refuse a CA certificate as a server
+// certificate) happy.
+func generateCertificate(now time.Time, extraIPs ...net.IP) (tls.Certificate, []byte, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
@@ -152,7 +162,7 @@ func generateCertificate(now time.Time) (tls.Certificate, []byte, error) {
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IPAddresses:           append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, extraIPs...),
 	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
