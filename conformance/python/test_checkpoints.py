@@ -21,21 +21,24 @@ class CheckpointTest(unittest.TestCase):
         container = "balance"
         options = dict(starting_position="-1")
         balancing = dict(load_balancing_interval=1, partition_ownership_expiration_interval=6)
-        owners = {}  # partition -> set of consumer names that received from it
+        readers = {}  # event body -> names of the consumers that received it
         lock = threading.Lock()
 
         def on_event_of(name):
             def on_event(ctx, ev):
                 with lock:
-                    owners.setdefault(ctx.partition_id, set()).add(name)
+                    readers.setdefault(ev.body_as_str(), set()).add(name)
                 ctx.update_checkpoint(ev)
             return on_event
 
+        def read_by(body):
+            with lock:
+                return set(readers.get(body, ()))
+
         a = support.Receiver(support.consumer(hub, checkpoint_store=store(container), **balancing), _on_event=on_event_of("a"), **options)
         b = support.Receiver(support.consumer(hub, checkpoint_store=store(container), **balancing), _on_event=on_event_of("b"), **options)
+        partitions = ["0", "1", "2", "3"]
         with a, b:
-            # Wait until each consumer owns two partitions, then send: from
-            # then on no partition may be read by both.
             ownership = store(container)
 
             def balanced():
@@ -46,17 +49,39 @@ class CheckpointTest(unittest.TestCase):
                 return len(owned) == 4 and sorted(len(v) for v in per_owner.values()) == [2, 2]
 
             support.eventually(balanced, "two consumers owning two partitions each")
+            # Ownership blobs move before links do: a partition's previous
+            # owner reads on until the new owner's link steals its own. So
+            # probe every partition until one round is read once per
+            # partition, two partitions per consumer; from then on no
+            # partition may be read by both.
+            rounds = 0
+            while True:
+                bodies = [f"probe-{rounds}-{p}" for p in partitions]
+                for p, body in zip(partitions, bodies):
+                    support.send(hub, [body], partition_id=p)
+                rounds += 1
+                support.eventually(lambda: all(read_by(x) for x in bodies), f"probe round {rounds}")
+                names = [read_by(x) for x in bodies]
+                if all(len(n) == 1 for n in names) and sorted(
+                        sum(1 for n in names if n == {c}) for c in ("a", "b")) == [2, 2]:
+                    break
+                if rounds >= 30:
+                    self.fail(f"the consumers never settled: last probe readers {names}")
             for key in range(20):
                 support.send(hub, [f"k{key}-{i}" for i in range(2)], partition_key=f"k{key}")
-            support.eventually(lambda: a.count() + b.count() >= 40, f"40 events (a {a.count()}, b {b.count()}, errors {a.error_list() + b.error_list()})")
-        for partition, names in owners.items():
+            real = [f"k{key}-{i}" for key in range(20) for i in range(2)]
+            support.eventually(lambda: all(read_by(x) for x in real),
+                               f"40 events (errors {a.error_list() + b.error_list()})")
+            partition_of = {ev.body_as_str(): p for p, ev in a.snapshot() + b.snapshot()}
+        per_partition = {}
+        for body in real:
+            per_partition.setdefault(partition_of[body], set()).update(read_by(body))
+        for partition, names in per_partition.items():
             self.assertEqual(len(names), 1, f"partition {partition} read by {names}")
-        self.assertEqual(a.count() + b.count(), 40)
-        self.assertGreater(a.count(), 0)
-        self.assertGreater(b.count(), 0)
+        self.assertEqual({n for names in per_partition.values() for n in names}, {"a", "b"})
 
         checkpoints = store(container).list_checkpoints(support.namespace(), hub, "$Default")
-        self.assertEqual(sum(c["sequence_number"] + 1 for c in checkpoints), 40, checkpoints)
+        self.assertEqual(sum(c["sequence_number"] + 1 for c in checkpoints), 40 + 4 * rounds, checkpoints)
 
         # A new consumer resumes after the checkpoints: only new events.
         support.send(hub, ["after-0", "after-1", "after-2"], partition_key="late")
