@@ -2,7 +2,9 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
@@ -32,7 +34,9 @@ type checkpointCreator interface {
 
 // Lowercase wraps store so that checkpoints and ownership are written under
 // the lowercase namespace, event hub and consumer group, as the .NET, Java,
-// JavaScript and Python SDKs and KEDA's scaler name their blobs. The Go SDK
+// JavaScript and Python SDKs and KEDA's scaler name their blobs (for
+// emulator endpoints, checkpoints are also copied where the JavaScript SDK
+// reads them; see [LowercaseStore.SetCheckpoint]). The Go SDK
 // uses the names as given, so a consumer group configured as "$Default" by
 // one tool and read as "$default" by another would fork the state and replay
 // the hub.
@@ -76,6 +80,17 @@ type names struct{ ns, eh, cg string }
 
 func (n names) lower() names {
 	return names{strings.ToLower(n.ns), strings.ToLower(n.eh), strings.ToLower(n.cg)}
+}
+
+// JSNamespace returns the name the JavaScript SDK gives the namespace of
+// the same endpoint, lowercase: the host without the port. It differs from
+// the Go SDK's name (host:port) only for endpoints with a port, that is
+// emulators; real namespaces (name.servicebus.windows.net) have none.
+func JSNamespace(ns string) string {
+	if host, port, err := net.SplitHostPort(ns); err == nil && port != "" {
+		ns = host
+	}
+	return strings.ToLower(ns)
 }
 
 // ClaimOwnership claims under the lowercase names.
@@ -213,9 +228,22 @@ func (l *LowercaseStore) fallback(ctx context.Context, n, lo names, current []az
 	return current, nil
 }
 
-// SetCheckpoint writes under the lowercase names.
+// SetCheckpoint writes under the lowercase names. For a namespace with a
+// port (an emulator endpoint, which the Go SDK, Python SDK and KEDA name
+// host:port) it also writes the checkpoint under the host alone, where the
+// JavaScript SDK's Blob checkpoint store reads it (see [JSNamespace]), so a
+// JavaScript consumer sharing the container resumes where ehsink stopped.
 func (l *LowercaseStore) SetCheckpoint(ctx context.Context, checkpoint azeventhubs.Checkpoint, options *azeventhubs.SetCheckpointOptions) error {
 	lo := names{checkpoint.FullyQualifiedNamespace, checkpoint.EventHubName, checkpoint.ConsumerGroup}.lower()
 	checkpoint.FullyQualifiedNamespace, checkpoint.EventHubName, checkpoint.ConsumerGroup = lo.ns, lo.eh, lo.cg
-	return l.store.SetCheckpoint(ctx, checkpoint, options)
+	if err := l.store.SetCheckpoint(ctx, checkpoint, options); err != nil {
+		return err
+	}
+	if js := JSNamespace(lo.ns); js != lo.ns {
+		checkpoint.FullyQualifiedNamespace = js
+		if err := l.store.SetCheckpoint(ctx, checkpoint, options); err != nil {
+			return fmt.Errorf("copy of the checkpoint for the JavaScript SDK under namespace %q: %w", js, err)
+		}
+	}
+	return nil
 }

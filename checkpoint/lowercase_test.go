@@ -188,3 +188,53 @@ func assertPositions(t *testing.T, what string, got, want map[string]string) {
 		}
 	}
 }
+
+// TestJSNamespace: emulator endpoints lose their port, as the JavaScript
+// SDK names them; real namespaces are only lowercased.
+func TestJSNamespace(t *testing.T) {
+	for in, want := range map[string]string{
+		mixedNS:                          lowerNS,
+		"127.0.0.1:5672":                 "127.0.0.1",
+		"LocalHost:41234":                "localhost",
+		"127.0.0.1":                      "127.0.0.1",
+		"emulator":                       "emulator",
+		"[::1]:5672":                     "::1",
+		"ns.servicebus.windows.net:5671": "ns.servicebus.windows.net",
+	} {
+		if got := checkpoint.JSNamespace(in); got != want {
+			t.Errorf("JSNamespace(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLowercaseEmulatorNamespace: checkpoints under a namespace the Go SDK
+// names "127.0.0.1:PORT" are written there (where the Go SDK and KEDA
+// read them) and copied under "127.0.0.1", where the JavaScript SDK's
+// checkpoint store reads them; a real namespace is written once, as before.
+func TestLowercaseEmulatorNamespace(t *testing.T) {
+	ctx := context.Background()
+	const goNS, jsNS = "127.0.0.1:41234", "127.0.0.1"
+	for _, kind := range storeKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			store, sdk := kind.new(t)
+			var raw azeventhubs.CheckpointStore = store
+			if sdk != nil {
+				raw = sdk
+			}
+			lc := checkpoint.Lowercase(store, nil)
+			for _, ns := range []string{goNS, mixedNS} {
+				if err := lc.SetCheckpoint(ctx, at(ns, mixedEH, mixedCG, "0", 3, "300"), nil); err != nil {
+					t.Fatalf("SetCheckpoint: %v", err)
+				}
+			}
+			want := map[string]string{"0": "seq=3 off=300"}
+			for _, ns := range []string{goNS, jsNS, lowerNS} {
+				got, err := raw.ListCheckpoints(ctx, ns, lowerEH, lowerCG, nil)
+				if err != nil {
+					t.Fatalf("raw ListCheckpoints: %v", err)
+				}
+				assertPositions(t, "namespace "+ns, positions(t, got), want)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
 )
 
 type received struct {
@@ -129,11 +130,7 @@ func seqs(from, to int64) []int64 {
 // lowercase names. (The merge with sink watermarks is the source's, tested
 // in package source against the emulator.)
 func TestProcessorResumesThroughStores(t *testing.T) {
-	srv, err := emulator.Start(context.Background(), emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	srv := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
 	connStr := srv.ConnectionString("orders")
 	ns := srv.Addr() // the SDK's FullyQualifiedNamespace for an emulator endpoint
 
@@ -196,9 +193,12 @@ func TestProcessorResumesThroughStores(t *testing.T) {
 		}
 	}
 
-	// The processor's checkpoints are under the lowercase names.
-	if _, err := os.Stat(filepath.Join(fs.Dir(), ns, "orders", "$default", "checkpoint", "3")); err != nil {
-		t.Errorf("no lowercase checkpoint for partition 3: %v", err)
+	// The processor's checkpoints are under the lowercase names, and
+	// copied under the namespace without the emulator's port.
+	for _, dir := range []string{ns, "127.0.0.1"} {
+		if _, err := os.Stat(filepath.Join(fs.Dir(), dir, "orders", "$default", "checkpoint", "3")); err != nil {
+			t.Errorf("no lowercase checkpoint for partition 3: %v", err)
+		}
 	}
 
 	send(1)

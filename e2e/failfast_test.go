@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
 	"github.com/ehsink/ehsink/secret"
 )
 
@@ -23,17 +24,9 @@ func TestRunFailsFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	const key = "c2VjcmV0LWtleS12YWx1ZQ=="
-	srv, err := emulator.Start(ctx, emulator.Config{
+	srv := emulatortest.Start(t, emulator.Config{
 		Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}},
 		Keys: map[string]secret.String{"app": key},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
 	})
 	good := srv.ConnectionString("orders")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

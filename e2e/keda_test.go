@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/produce"
 )
@@ -160,15 +161,7 @@ func TestKEDAReadsCheckpoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	const parts, first, more = 4, 400, 37
-	srv, err := emulator.Start(ctx, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: parts}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
-	})
+	srv := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: parts}}})
 	az := testenv.NewAzurite(t)
 	conn := srv.ConnectionString("orders")
 	trig := kedaTrigger{

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
 	"github.com/ehsink/ehsink/produce"
 )
 
@@ -148,15 +149,7 @@ func readOutput(t *testing.T, dir string) []row {
 func TestTwoProcessesShareAndTakeOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	srv, err := emulator.Start(ctx, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: partitions}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
-	})
+	srv := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: partitions}}})
 	conn := srv.ConnectionString("orders")
 	props, err := azeventhubs.ParseConnectionString(conn)
 	if err != nil {

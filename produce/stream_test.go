@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
 )
 
 // TestDemoMemoryBoundedByPending sends demo orders over many keys at two
@@ -15,15 +16,7 @@ import (
 // passed the bound at either: what Demo holds depends on MaxPendingBytes,
 // not on Count (without the bound, each key keeps up to a full 1 MiB batch).
 func TestDemoMemoryBoundedByPending(t *testing.T) {
-	srv, err := emulator.Start(t.Context(), emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	srv := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
 	producer, err := azeventhubs.NewProducerClientFromConnectionString(srv.ConnectionString("orders"), "", nil)
 	if err != nil {
 		t.Fatal(err)

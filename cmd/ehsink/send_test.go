@@ -14,22 +14,14 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
 	"github.com/ehsink/ehsink/produce"
 )
 
 // startTestEmulator runs an in-process emulator with hub orders.
 func startTestEmulator(t *testing.T, partitions int) *emulator.Server {
 	t.Helper()
-	srv, err := emulator.Start(t.Context(), emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: partitions}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return srv
+	return emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: partitions}}})
 }
 
 func callSend(t *testing.T, args ...string) (int, string, string) {
