@@ -57,7 +57,7 @@ lint: ## gofmt check and go vet
 	$(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 
-tools: ## install test tools that are not Go modules (Azurite into .tools/, PostgreSQL 15 and the Python SDK from apt when missing)
+tools: ## install test tools that are not Go modules (Azurite and the JS Event Hubs SDK into .tools/, PostgreSQL 15 and the Python SDK from apt when missing)
 	bash scripts/install-tools.sh
 	bash scripts/install-postgres.sh
 	bash scripts/install-python.sh
