@@ -24,8 +24,21 @@ const checkpointsUsage = `Usage: ehsink checkpoints list  -c connectors.yaml [--
 
 list shows, per partition of the connector's event hub and consumer group:
 the checkpoint (sequence number and offset), the owner of the partition and
-the age of its lease, the last enqueued sequence number and the lag (events
-after the checkpoint).
+the age of its lease, a status, the last enqueued sequence number and the lag
+(events after the checkpoint). The status is ok or one of:
+
+  AHEAD    the checkpoint is past the partition's last event (the event hub
+           was recreated, or the checkpoint is another hub's); lag is "?"
+  EXPIRED  events after the checkpoint were dropped by retention before they
+           were read (how many is said on stderr)
+  STALLED  a live lease, events waiting, and neither the checkpoint nor the
+           oldest waiting event younger than --stalled-after: the owner
+           renews its lease but does not move the partition
+
+Each flagged partition is explained on stderr; the exit status stays 0.
+--stalled-after defaults to twice the longer of the ownership expiration
+and checkpoint.every_interval; raise it for a sink that commits less often
+(a Parquet max_age).
 
 reset moves checkpoints (all partitions, or those given with --partition) to
 the earliest event, after the latest event, or to the first event enqueued at
@@ -66,6 +79,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		to         = fs.String("to", "", "reset: earliest, latest or an RFC 3339 time")
 		yes        = fs.Bool("yes", false, "reset: really write the checkpoints")
 		force      = fs.Bool("force", false, "reset: also reset partitions with a live ownership lease")
+		stalled    = fs.Duration("stalled-after", 0, "list: flag a live lease whose checkpoint and oldest waiting event are older than `DURATION`")
 		parts      stringList
 	)
 	fs.Var(&parts, "partition", "reset: only partition `ID` (repeatable)")
@@ -81,6 +95,12 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if verb == "list" && (*to != "" || *yes || *force || len(parts) > 0) {
 		return usage("--to, --yes, --force and --partition go with reset")
+	}
+	if verb == "reset" && *stalled != 0 {
+		return usage("--stalled-after goes with list")
+	}
+	if *stalled < 0 {
+		return usage("--stalled-after must be positive")
 	}
 	var target resetTarget
 	if verb == "reset" {
@@ -112,7 +132,20 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitFailure
 	}
 	if verb == "list" {
+		cs.stalledAfter = *stalled
+		if cs.stalledAfter == 0 {
+			cs.stalledAfter = 2 * max(cs.expiration, spec.Checkpoint.EveryInterval)
+		}
+		notes := cs.assess(ctx, rows, time.Now())
 		cs.print(stdout, rows)
+		for _, r := range rows {
+			if r.health.note != "" {
+				fmt.Fprintf(stderr, "ehsink checkpoints: connector %q partition %s: %s: %s\n", spec.Name, r.id, r.health.status, r.health.note)
+			}
+		}
+		if notes != nil {
+			fmt.Fprintf(stderr, "ehsink checkpoints: connector %q: checkpoint times not read, STALLED not judged: %v\n", spec.Name, notes)
+		}
 		if cs.hubErr != nil {
 			fmt.Fprintf(stderr, "ehsink checkpoints: connector %q: event hub not reachable, no lag shown: %v\n", spec.Name, cs.hubErr)
 		}
@@ -131,6 +164,9 @@ type checkpointSession struct {
 	expiration time.Duration
 	client     *azeventhubs.ConsumerClient // nil when the hub is not reachable
 	hubErr     error                       // why client is nil
+	// stalledAfter is how old a live owner's checkpoint and oldest waiting
+	// event may both be before list flags the partition STALLED.
+	stalledAfter time.Duration
 }
 
 func newCheckpointSession(ctx context.Context, cfg *connector.Config, spec *connector.Spec, connOverride string) (*checkpointSession, error) {
@@ -229,6 +265,7 @@ type partitionRow struct {
 	checkpoint *azeventhubs.Checkpoint
 	owner      *azeventhubs.Ownership
 	props      *azeventhubs.PartitionProperties
+	health     health // set by assess
 }
 
 // owned reports whether the partition's lease is live.
@@ -293,7 +330,7 @@ func (cs *checkpointSession) rows(ctx context.Context) ([]partitionRow, error) {
 func (cs *checkpointSession) print(w io.Writer, rows []partitionRow) {
 	fmt.Fprintf(w, "connector %s: event hub %s, consumer group %s, namespace %s\n", cs.spec.Name, cs.hub, cs.group, cs.ns)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tCHECKPOINT SEQ\tOFFSET\tOWNER\tLEASE\tLAST ENQUEUED SEQ\tLAG")
+	fmt.Fprintln(tw, "PARTITION\tCHECKPOINT SEQ\tOFFSET\tOWNER\tLEASE\tSTATUS\tLAST ENQUEUED SEQ\tLAG")
 	now := time.Now()
 	for _, r := range rows {
 		seq, off := "-", "-"
@@ -323,8 +360,15 @@ func (cs *checkpointSession) print(w io.Writer, rows []partitionRow) {
 				last = "(empty)"
 			}
 			lag = strconv.FormatInt(lagOf(r), 10)
+			if r.health.status == statusAhead {
+				lag = "?"
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, seq, off, owner, lease, last, lag)
+		status := r.health.status
+		if status == "" {
+			status = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, seq, off, owner, lease, status, last, lag)
 	}
 	tw.Flush()
 }

@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
 	"github.com/ehsink/ehsink/produce"
 )
 
@@ -46,23 +50,8 @@ func TestCheckpointsListAndReset(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "ckpt")
-	cfg := writeConfig(t, `
-emulator:
-  listen: `+srv.Addr()+`
-connectors:
-  - name: orders-out
-    source:
-      connection: emulator
-      eventhub: orders
-    checkpoint:
-      file: {dir: `+dir+`}
-    sink:
-      type: stdout
-`)
-	store, err := connector.NewCheckpointStore(ctx, connector.CheckpointSpec{File: &connector.FileCheckpointSpec{Dir: dir}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := checkpointsConfig(t, srv.Addr(), dir)
+	store := fileCheckpointStore(t, dir)
 	ns, hub, cg := connector.EmulatorNamespace, "orders", azeventhubs.DefaultConsumerGroup
 	seq, off := int64(9), "" // offset of event 9, read below
 	events := readAll(t, conn)
@@ -88,13 +77,13 @@ connectors:
 	}
 
 	code, stdout, stderr := callCheckpoints(t, "list", "-c", cfg)
-	if code != 0 {
+	if code != 0 || stderr != "" {
 		t.Fatalf("list: exit %d: %s", code, stderr)
 	}
 	t.Logf("list:\n%s", stdout)
 	for _, re := range []string{
-		`(?m)^0\s+9\s+` + regexp.QuoteMeta(off) + `\s+-\s+-\s+29\s+20$`,
-		`(?m)^1\s+-\s+-\s+replica-x\s+live, renewed \d+s ago\s+29\s+30$`,
+		`(?m)^0\s+9\s+` + regexp.QuoteMeta(off) + `\s+-\s+-\s+ok\s+29\s+20$`,
+		`(?m)^1\s+-\s+-\s+replica-x\s+live, renewed \d+s ago\s+ok\s+29\s+30$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(stdout) {
 			t.Errorf("list output does not match %s", re)
@@ -172,4 +161,145 @@ func TestCheckpointsUsage(t *testing.T) {
 	if code, stdout, _ := callCheckpoints(t, "--help"); code != 0 || !strings.Contains(stdout, "ehsink checkpoints reset") {
 		t.Errorf("--help: exit %d, %q", code, stdout)
 	}
+}
+
+// TestCheckpointsListFlags: list flags a checkpoint past the partition's
+// end (AHEAD, lag "?"), one before its retained range (EXPIRED, with the
+// number of events lost), and a live owner whose checkpoint and oldest
+// waiting event are both older than --stalled-after (STALLED); a live owner
+// that is caught up, or whose checkpoint is recent, is ok.
+func TestCheckpointsListFlags(t *testing.T) {
+	ctx := t.Context()
+	// Retention by size drops the oldest events of a partition that grows
+	// past it.
+	srv := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}, RetentionBytes: 4096})
+	conn := srv.ConnectionString("orders")
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close(ctx)
+	send := func(part string, n int) {
+		t.Helper()
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "%s-%03d-%s\n", part, i, strings.Repeat("x", 100))
+		}
+		if _, err := produce.Lines(ctx, producer, strings.NewReader(b.String()), produce.LinesOptions{PartitionID: part}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, part := range []string{"0", "1", "2"} {
+		send(part, 10)
+	}
+	client, err := azeventhubs.NewConsumerClientFromConnectionString(conn, "", azeventhubs.DefaultConsumerGroup, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	var begin int64
+	for i := 0; begin < 5; i++ { // partition 3 until retention dropped its first events
+		if i == 100 {
+			t.Fatalf("retention dropped nothing of partition 3 (beginning seq %d)", begin)
+		}
+		send("3", 10)
+		pp, err := client.GetPartitionProperties(ctx, "3", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin = pp.BeginningSequenceNumber
+	}
+
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	cfg := checkpointsConfig(t, srv.Addr(), dir)
+	store := fileCheckpointStore(t, dir)
+	ns, hub, cg := connector.EmulatorNamespace, "orders", azeventhubs.DefaultConsumerGroup
+	setCheckpoint := func(part string, seq int64) {
+		t.Helper()
+		off := "0"
+		if err := store.SetCheckpoint(ctx, azeventhubs.Checkpoint{FullyQualifiedNamespace: ns, EventHubName: hub, ConsumerGroup: cg,
+			PartitionID: part, SequenceNumber: &seq, Offset: &off}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setCheckpoint("0", 100) // past the end: the partition holds 0..9
+	setCheckpoint("1", 2)   // a live owner that stopped moving
+	setCheckpoint("2", 9)   // a live owner that is caught up
+	setCheckpoint("3", 1)   // retention dropped events after it
+	for _, part := range []string{"1", "2"} {
+		if _, err := store.ClaimOwnership(ctx, []azeventhubs.Ownership{{FullyQualifiedNamespace: ns, EventHubName: hub, ConsumerGroup: cg,
+			PartitionID: part, OwnerID: "replica-" + part}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, strings.ToLower(ns), hub, strings.ToLower(cg), "checkpoint", "1"), old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := callCheckpoints(t, "list", "-c", cfg, "--stalled-after", "1ms")
+	if code != 0 {
+		t.Fatalf("list: exit %d: %s", code, stderr)
+	}
+	t.Logf("list:\n%s%s", stdout, stderr)
+	for _, re := range []string{
+		`(?m)^0\s+100\s+0\s+-\s+-\s+AHEAD\s+9\s+\?$`,
+		`(?m)^1\s+2\s+0\s+replica-1\s+live, renewed \d+s ago\s+STALLED\s+9\s+7$`,
+		`(?m)^2\s+9\s+0\s+replica-2\s+live, renewed \d+s ago\s+ok\s+9\s+0$`,
+		fmt.Sprintf(`(?m)^3\s+1\s+0\s+-\s+-\s+EXPIRED\s+\d+\s+\d+$`),
+	} {
+		if !regexp.MustCompile(re).MatchString(stdout) {
+			t.Errorf("list output does not match %s", re)
+		}
+	}
+	for _, says := range []string{
+		`partition 0: AHEAD: checkpoint seq 100 is past the partition's last event (seq 9)`,
+		`partition 1: STALLED: owner replica-1`,
+		fmt.Sprintf(`partition 3: EXPIRED: events seq 2..%d (%d) were dropped by retention`, begin-1, begin-2),
+	} {
+		if !strings.Contains(stderr, says) {
+			t.Errorf("stderr does not say %q", says)
+		}
+	}
+	if strings.Contains(stderr, "partition 2") {
+		t.Errorf("stderr flags the caught-up partition 2: %s", stderr)
+	}
+
+	// With the default bound (twice the ownership expiration), an hour-old
+	// checkpoint is a stall only if the waiting events are that old too:
+	// these were sent a moment ago.
+	code, stdout, stderr = callCheckpoints(t, "list", "-c", cfg)
+	if code != 0 || !regexp.MustCompile(`(?m)^1\s+2\s+0\s+replica-1\s+live, renewed \d+s ago\s+ok\s+9\s+7$`).MatchString(stdout) ||
+		strings.Contains(stderr, "STALLED") {
+		t.Errorf("list with the default --stalled-after: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// checkpointsConfig writes a config with one connector on the emulator at
+// addr, checkpointing into dir.
+func checkpointsConfig(t *testing.T, addr, dir string) string {
+	t.Helper()
+	return writeConfig(t, `
+emulator:
+  listen: `+addr+`
+connectors:
+  - name: orders-out
+    source:
+      connection: emulator
+      eventhub: orders
+    checkpoint:
+      file: {dir: `+dir+`}
+    sink:
+      type: stdout
+`)
+}
+
+// fileCheckpointStore opens dir as the connector does.
+func fileCheckpointStore(t *testing.T, dir string) azeventhubs.CheckpointStore {
+	t.Helper()
+	store, err := connector.NewCheckpointStore(t.Context(), connector.CheckpointSpec{File: &connector.FileCheckpointSpec{Dir: dir}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }
