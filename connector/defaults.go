@@ -29,6 +29,9 @@ const (
 	defaultInitialBackoff      = 200 * time.Millisecond
 	defaultMaxBackoff          = 30 * time.Second
 	defaultTolerance           = "all"
+	defaultBreakerFailures     = 5
+	defaultProbeInterval       = time.Second
+	defaultMaxProbeInterval    = time.Minute
 	defaultDeadLetterRoot      = ".ehsink/dead-letters"
 )
 
@@ -133,7 +136,22 @@ func (s *Spec) withDefaults() {
 	if e.Tolerance == "" {
 		e.Tolerance = defaultTolerance
 	}
+	e.CircuitBreaker = e.CircuitBreaker.withDefaults()
 	if e.DeadLetter.Dir == "" && s.Name != "" {
 		e.DeadLetter.Dir = filepath.Join(defaultDeadLetterRoot, s.Name)
 	}
+}
+
+// withDefaults returns b with its zero fields set to their defaults.
+func (b CircuitBreakerSpec) withDefaults() CircuitBreakerSpec {
+	if b.Failures == 0 {
+		b.Failures = defaultBreakerFailures
+	}
+	if b.ProbeInterval == 0 {
+		b.ProbeInterval = defaultProbeInterval
+	}
+	if b.MaxProbeInterval == 0 {
+		b.MaxProbeInterval = defaultMaxProbeInterval
+	}
+	return b
 }

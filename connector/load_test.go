@@ -229,6 +229,10 @@ connectors:
     source: {connection: emulator, eventhub: orders}
     sink: {type: fake, table: t}
 `, map[string]string{"connectors[0].source.connection": "needs an emulator: block"}},
+		{"circuit breaker", strings.Replace(minimal, "    sink:", "    errors: {circuit_breaker: {failures: -1, probe_interval: 5s, max_probe_interval: 1s}}\n    sink:", 1), map[string]string{
+			"connectors[0].errors.circuit_breaker.failures":           "must not be negative",
+			"connectors[0].errors.circuit_breaker.max_probe_interval": "less than probe_interval",
+		}},
 		{"emulator hub unknown", strings.Replace(minimal, "eventhub: orders", "eventhub: nope", 1),
 			map[string]string{"connectors[0].source.eventhub": `"nope" is not a hub of the emulator (hubs: orders)`}},
 		{"bad enums", `

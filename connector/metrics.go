@@ -19,6 +19,8 @@ type Metrics struct {
 	checkpoint   *prometheus.GaugeVec
 	owned        *prometheus.GaugeVec
 	heals        *prometheus.CounterVec
+	breaker      *prometheus.GaugeVec
+	state        *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -54,8 +56,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "ehsink_partition_heals_total",
 			Help: "Stalls the source's watchdog healed, by reason: unread (owned with no reader; processor restarted), silent (a reader that stopped; reopened), processor_failed (restarted after a backoff).",
 		}, []string{"connector", "reason"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ehsink_circuit_breaker_state",
+			Help: "The connector's circuit breaker on its sink: 0 closed, 1 open (not receiving), 2 half-open (probing).",
+		}, []string{"connector"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ehsink_connector_state",
+			Help: "1 for the connector's current state (starting, sink_unavailable, running, failed, stopped), 0 for the others.",
+		}, []string{"connector", "state"}),
 	}
-	for _, c := range []prometheus.Collector{m.written, m.skipped, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals} {
+	for _, c := range []prometheus.Collector{m.written, m.skipped, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals, m.breaker, m.state} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -128,5 +138,33 @@ func (m *Metrics) retried(connector, op string) {
 func (m *Metrics) healed(connector, reason string) {
 	if m != nil {
 		m.heals.WithLabelValues(connector, reason).Inc()
+	}
+}
+
+func (m *Metrics) breakerState(connector string, state int) {
+	if m != nil {
+		m.breaker.WithLabelValues(connector).Set(float64(state))
+	}
+}
+
+// Connector states of ehsink_connector_state.
+const (
+	stateStarting        = "starting"
+	stateSinkUnavailable = "sink_unavailable"
+	stateRunning         = "running"
+	stateFailed          = "failed"
+	stateStopped         = "stopped"
+)
+
+func (m *Metrics) connectorState(connector, state string) {
+	if m == nil {
+		return
+	}
+	for _, s := range [...]string{stateStarting, stateSinkUnavailable, stateRunning, stateFailed, stateStopped} {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.state.WithLabelValues(connector, s).Set(v)
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
@@ -30,8 +32,15 @@ type RunOptions struct {
 
 // Run runs the selected connectors of cfg until ctx is cancelled, then
 // drains them (batches in flight are flushed and checkpointed within
-// cfg.DrainTimeout) and returns nil. If one connector fails, the others are
-// stopped too and Run returns the failure, naming the connector.
+// cfg.DrainTimeout) and returns nil.
+//
+// Connectors are isolated: one that fails (a permanent sink or source
+// error: config, credentials, a table that does not match) is logged at
+// ERROR once and stops alone; the others keep running. A sink that is
+// unreachable at start is waited for with the connector's retry backoff,
+// holding no partition meanwhile. Run returns when ctx is cancelled or
+// when every connector has stopped, with the failures joined (each names
+// its connector), or nil when none failed.
 func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 	log := opts.Logger
 	if log == nil {
@@ -47,9 +56,6 @@ func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 		return err
 	}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
 	env, err := startEnvironment(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -62,10 +68,15 @@ func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runConnector(ctx, cfg, spec, env, reg, opts.Metrics, log.With("connector", spec.Name)); err != nil {
+			clog := log.With("connector", spec.Name)
+			opts.Metrics.connectorState(spec.Name, stateStarting)
+			if err := runConnector(ctx, cfg, spec, env, reg, opts.Metrics, clog); err != nil {
 				errs[i] = err
-				cancel(err)
+				opts.Metrics.connectorState(spec.Name, stateFailed)
+				clog.Error("connector failed; the other connectors keep running", "err", err)
+				return
 			}
+			opts.Metrics.connectorState(spec.Name, stateStopped)
 		}()
 	}
 	wg.Wait()
@@ -139,7 +150,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if sinkCfg == nil {
 		sinkCfg = driver.NewConfig()
 	}
-	sink, err := driver.New(ctx, sinkCfg, info)
+	sink, err := newSink(ctx, driver, sinkCfg, info, spec.Errors.Retry, met, log)
 	if err != nil {
 		return fail("sink", err)
 	}
@@ -166,6 +177,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		Tolerance:               spec.Errors.Tolerance,
 		DeadLetters:             dead,
 		Retry:                   spec.Errors.Retry,
+		CircuitBreaker:          spec.Errors.CircuitBreaker,
 		CheckpointEveryEvents:   spec.Checkpoint.EveryEvents,
 		CheckpointEveryInterval: spec.Checkpoint.EveryInterval,
 		DrainTimeout:            cfg.DrainTimeout,
@@ -207,6 +219,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	}
 	defer src.Close(context.WithoutCancel(ctx))
 
+	met.connectorState(spec.Name, stateRunning)
 	log.Info("connector started", "eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type, "owner", src.OwnerID())
 	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
 		return runner.RunPartition(ctx, partitionAdapter{p})
@@ -216,6 +229,39 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	}
 	log.Info("connector stopped")
 	return nil
+}
+
+// newSink builds the connector's sink. A sink that fails with a transient
+// error (the server is unreachable, starting, throttling) is retried with
+// the connector's backoff, like an outage mid-run, until ctx ends or
+// retry.MaxAttempts is used; the connector claims no partition meanwhile,
+// so replicas whose sink is reachable serve them. Any other error is the
+// connector's failure.
+func newSink(ctx context.Context, driver sinks.Driver, cfg any, info sinks.Info, retry RetrySpec, met *Metrics, log *slog.Logger) (sinks.Sink, error) {
+	retry = retry.withDefaults()
+	backoff := retry.InitialBackoff
+	for attempt := 1; ; attempt++ {
+		sink, err := driver.New(ctx, cfg, info)
+		if err == nil {
+			if attempt > 1 {
+				log.Info("sink reachable; starting")
+			}
+			return sink, nil
+		}
+		if !sinks.IsTransient(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		if retry.MaxAttempts > 0 && attempt >= retry.MaxAttempts {
+			return nil, fmt.Errorf("unreachable after %d attempts: %w", attempt, err)
+		}
+		met.connectorState(info.Connector, stateSinkUnavailable)
+		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
+		log.Warn("sink unavailable at start; holding no partition and retrying", "attempt", attempt, "wait", wait, "err", err)
+		if !sleepOrChange(ctx, wait, nil, nil) {
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, retry.MaxBackoff)
+	}
 }
 
 // partitionAdapter translates the source's ownership-lost error into the

@@ -54,6 +54,9 @@ type RunnerOptions struct {
 	DeadLetters DeadLetterStore
 	// Retry bounds retries of transient sink failures.
 	Retry RetrySpec
+	// CircuitBreaker stops every partition from receiving after repeated
+	// transient sink failures. Zero fields take their defaults.
+	CircuitBreaker CircuitBreakerSpec
 	// CheckpointEveryEvents and CheckpointEveryInterval space checkpoints
 	// out; if both are zero, every flush is checkpointed. A partition that
 	// stops cleanly always checkpoints what it committed.
@@ -85,6 +88,8 @@ type Runner struct {
 	opts RunnerOptions
 	log  *slog.Logger
 
+	brk *breaker
+
 	mu     sync.Mutex // guards active
 	active map[string]*partitionRun
 }
@@ -111,7 +116,7 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{opts: opts, log: log, active: make(map[string]*partitionRun)}, nil
+	return &Runner{opts: opts, log: log, brk: newBreaker(opts.CircuitBreaker, opts.Connector, log, opts.Metrics), active: make(map[string]*partitionRun)}, nil
 }
 
 // Watermark returns the committed watermark of a partition this runner is
@@ -184,6 +189,9 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		}
 	}()
 	for {
+		if !r.brk.waitReceive(ctx, pr.beat) {
+			return pr.drain(ctx)
+		}
 		events, rerr := src.Receive(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -244,7 +252,7 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 
 func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 	r := pr.r
-	err := r.retry(ctx, "write", pr.beat, func(ctx context.Context) error {
+	err := r.retry(ctx, opWrite, pr.beat, func(ctx context.Context) error {
 		return pr.p.Write(ctx, events)
 	})
 	pr.written = true
@@ -451,8 +459,27 @@ func (pr *partitionRun) drain(ctx context.Context) error {
 // sees a partition that retries as alive.
 func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(context.Context) error) error {
 	backoff := r.opts.Retry.InitialBackoff
+	var last error
 	for attempt := 1; ; attempt++ {
+		// A Write may only buffer, so its success proves nothing about the
+		// sink: it waits out an open breaker but never takes the probe.
+		ok := false
+		if what == opWrite {
+			ok = r.brk.waitReceive(ctx, beat)
+		} else {
+			ok = r.brk.acquire(ctx, beat)
+		}
+		if !ok {
+			if last == nil {
+				last = r.brk.lastError()
+			}
+			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", ctx.Err(), last)
+		}
 		err := fn(ctx)
+		last = err
+		if what != opWrite || err != nil {
+			r.brk.result(err)
+		}
 		if err == nil || !sinks.IsTransient(err) {
 			return err
 		}
@@ -462,37 +489,19 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 		r.opts.Metrics.retried(r.opts.Connector, what)
 		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
 		r.log.Warn("transient failure; retrying", "op", what, "attempt", attempt, "wait", wait, "error", err)
-		if !sleep(ctx, wait, beat) {
+		if !sleepOrChange(ctx, wait, nil, beat) {
 			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		}
 		backoff = min(backoff*2, r.opts.Retry.MaxBackoff)
 	}
 }
 
+// opWrite names the sink's Write in retries and metrics.
+const opWrite = "write"
+
 // beatEvery is how often a waiting partition tells the watchdog it is
 // alive; far below any ownership expiration.
 const beatEvery = time.Second
-
-// sleep waits d, calling beat (if not nil) every beatEvery, and reports
-// false when ctx ended first.
-func sleep(ctx context.Context, d time.Duration, beat func()) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	tick := time.NewTicker(beatEvery)
-	defer tick.Stop()
-	for {
-		if beat != nil {
-			beat()
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		case <-tick.C:
-		}
-	}
-}
 
 // heartbeat returns src's Heartbeat, or nil when it has none.
 func heartbeat(src Partition) func() {

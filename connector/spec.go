@@ -166,6 +166,24 @@ type ErrorsSpec struct {
 	Tolerance string `yaml:"tolerance"`
 	// DeadLetter is where dead letters go when the sink does not store them itself.
 	DeadLetter DeadLetterSpec `yaml:"dead_letter"`
+	// CircuitBreaker stops the connector from receiving while its sink fails.
+	CircuitBreaker CircuitBreakerSpec `yaml:"circuit_breaker"`
+}
+
+// CircuitBreakerSpec configures a connector's circuit breaker on sink
+// failures: after Failures transient failures in a row (across all its
+// partitions) no partition receives, and sink calls wait; after
+// ProbeInterval one call probes the sink, and its success closes the
+// breaker. Each failed probe doubles the wait, up to MaxProbeInterval.
+type CircuitBreakerSpec struct {
+	// Failures is how many transient sink failures in a row open the
+	// breaker. If zero, 5.
+	Failures int `yaml:"failures"`
+	// ProbeInterval is how long the breaker stays open before the first
+	// probe. If zero, 1s.
+	ProbeInterval time.Duration `yaml:"probe_interval"`
+	// MaxProbeInterval caps the wait between probes. If zero, 1m.
+	MaxProbeInterval time.Duration `yaml:"max_probe_interval"`
 }
 
 // RetrySpec is a capped exponential backoff with jitter.

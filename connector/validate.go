@@ -271,16 +271,27 @@ func sinkProblems(path string, err error) []error {
 func (e *ErrorsSpec) validate(path string, p *problems) {
 	checkEnum(p, path+".tolerance", e.Tolerance, "none", "all")
 	r := e.Retry
-	if r.InitialBackoff < 0 {
-		p.add(path+".retry.initial_backoff", "must be positive, got %s", r.InitialBackoff)
-	}
-	if r.MaxBackoff < 0 {
-		p.add(path+".retry.max_backoff", "must be positive, got %s", r.MaxBackoff)
-	} else if r.InitialBackoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.InitialBackoff {
-		p.add(path+".retry.max_backoff", "%s is less than initial_backoff (%s)", r.MaxBackoff, r.InitialBackoff)
-	}
+	checkBackoff(p, path+".retry", "initial_backoff", r.InitialBackoff, "max_backoff", r.MaxBackoff)
 	if r.MaxAttempts < 0 {
 		p.add(path+".retry.max_attempts", "must not be negative, got %d", r.MaxAttempts)
+	}
+	b := e.CircuitBreaker
+	if b.Failures < 0 {
+		p.add(path+".circuit_breaker.failures", "must not be negative, got %d", b.Failures)
+	}
+	checkBackoff(p, path+".circuit_breaker", "probe_interval", b.ProbeInterval, "max_probe_interval", b.MaxProbeInterval)
+}
+
+// checkBackoff checks a first wait and its cap: both positive, the cap not
+// below the first.
+func checkBackoff(p *problems, path, firstKey string, first time.Duration, capKey string, limit time.Duration) {
+	if first < 0 {
+		p.add(path+"."+firstKey, "must be positive, got %s", first)
+	}
+	if limit < 0 {
+		p.add(path+"."+capKey, "must be positive, got %s", limit)
+	} else if first > 0 && limit > 0 && limit < first {
+		p.add(path+"."+capKey, "%s is less than %s (%s)", limit, firstKey, first)
 	}
 }
 

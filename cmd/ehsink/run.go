@@ -27,10 +27,17 @@ separates keys; a connector is named by its name or index). Logs go to
 stderr, never stdout (which the stdout sink may use). --log-level debug also
 logs the Azure SDK, with keys and signatures redacted. --metrics serves
 Prometheus metrics at http://ADDR/metrics (events committed, skipped and
-dead-lettered, flush time, watermarks, checkpoints, owned partitions) and
-/healthz.
+dead-lettered, flush time, watermarks, checkpoints, owned partitions,
+connector state, circuit breaker state, partition heals) and /healthz.
 
-Exit status: 0 stopped cleanly, 1 a connector failed, 2 bad usage or config.
+Connectors are isolated: one that fails for good (its config, credentials,
+a table that does not match) logs one ERROR and stops alone while the others
+keep running; a sink unreachable at start is waited for, holding no
+partition. The process exits when stopped by a signal, or at once when every
+connector has failed.
+
+Exit status: 0 stopped cleanly, 1 a connector failed (at any time during the
+run) or a drain did not finish, 2 bad usage or config.
 `
 
 // runRun is `ehsink run`.

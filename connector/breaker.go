@@ -1,0 +1,182 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Circuit breaker states, as the ehsink_circuit_breaker_state gauge shows them.
+const (
+	breakerClosed   = 0 // the sink works: partitions receive and write
+	breakerOpen     = 1 // the sink failed repeatedly: no partition receives; one probe after the open period
+	breakerHalfOpen = 2 // one sink call is probing; the others wait for its result
+)
+
+// breaker is a connector's circuit breaker on its sink. Every sink call
+// of every partition of the connector goes through it (acquire, then
+// result). After Failures transient failures in a row it opens: partitions
+// stop receiving (the SDK's prefetch stays where it is, no batch grows in
+// memory) and their sink calls wait, instead of each partition hammering
+// a sink that is down. When the open period ends, one call is let through
+// as a probe; its success closes the breaker, its failure opens it again
+// for twice as long, up to MaxProbeInterval. Safe for concurrent use.
+type breaker struct {
+	spec      CircuitBreakerSpec
+	connector string
+	log       *slog.Logger
+	met       *Metrics
+
+	mu       sync.Mutex // guards the fields below
+	state    int
+	failures int           // transient failures in a row
+	openFor  time.Duration // the current open period
+	until    time.Time     // end of the open period
+	lastErr  error         // the last transient failure
+	changed  chan struct{} // closed and replaced at every state change
+}
+
+func newBreaker(spec CircuitBreakerSpec, connector string, log *slog.Logger, met *Metrics) *breaker {
+	spec = spec.withDefaults()
+	spec.MaxProbeInterval = max(spec.MaxProbeInterval, spec.ProbeInterval) // a hand-built spec; Validate reports it
+	b := &breaker{spec: spec, connector: connector, log: log, met: met, changed: make(chan struct{})}
+	met.breakerState(connector, breakerClosed)
+	return b
+}
+
+// setLocked moves to state s and wakes the waiters. b.mu is held.
+func (b *breaker) setLocked(s int) {
+	b.state = s
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.met.breakerState(b.connector, s)
+}
+
+// waitReceive blocks while the breaker is open and its open period runs,
+// calling beat meanwhile. It returns false when ctx ended first. After the
+// open period, partitions receive again: the write of what they receive
+// competes for the probe.
+func (b *breaker) waitReceive(ctx context.Context, beat func()) bool {
+	for {
+		b.mu.Lock()
+		if b.state != breakerOpen {
+			b.mu.Unlock()
+			return true
+		}
+		wait, changed := time.Until(b.until), b.changed
+		b.mu.Unlock()
+		if wait <= 0 {
+			return true
+		}
+		if !sleepOrChange(ctx, wait, changed, beat) {
+			return false
+		}
+	}
+}
+
+// acquire blocks until the caller may call the sink: at once when the
+// breaker is closed; when it is open, after the open period, as the one
+// probe (or after the probe closed it). It returns false when ctx ended
+// first. A caller that acquired must report with result.
+func (b *breaker) acquire(ctx context.Context, beat func()) bool {
+	for {
+		b.mu.Lock()
+		switch {
+		case b.state == breakerClosed:
+			b.mu.Unlock()
+			return true
+		case b.state == breakerOpen && !time.Now().Before(b.until):
+			b.setLocked(breakerHalfOpen)
+			b.mu.Unlock()
+			b.log.Info("circuit breaker half-open: probing the sink")
+			return true
+		}
+		wait, changed := time.Until(b.until), b.changed
+		if b.state == breakerHalfOpen {
+			wait = time.Hour // until the probe reports
+		}
+		b.mu.Unlock()
+		if !sleepOrChange(ctx, wait, changed, beat) {
+			return false
+		}
+	}
+}
+
+// result records the outcome of a sink call let through by acquire.
+// Failures that are not transient (the sink refused the data or the
+// config) say nothing about the sink's health and are not counted.
+func (b *breaker) result(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case err == nil:
+		b.failures = 0
+		if b.state != breakerClosed {
+			b.openFor = 0
+			b.setLocked(breakerClosed)
+			b.log.Info("circuit breaker closed: the sink answers again")
+		}
+	case b.state == breakerHalfOpen && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// the probe was called off, not answered: the next caller probes
+		b.until = time.Now()
+		b.setLocked(breakerOpen)
+	case !sinks.IsTransient(err):
+		if b.state == breakerHalfOpen {
+			// the sink answered, if only to refuse: let the others try
+			b.setLocked(breakerClosed)
+		}
+	case b.state == breakerHalfOpen:
+		b.lastErr = err
+		b.openFor = min(2*b.openFor, b.spec.MaxProbeInterval)
+		b.until = time.Now().Add(b.openFor)
+		b.setLocked(breakerOpen)
+		b.log.Warn("circuit breaker open again: the probe failed", "next_probe_in", b.openFor, "error", err)
+	case b.state == breakerClosed:
+		b.lastErr = err
+		b.failures++
+		if b.failures >= b.spec.Failures {
+			b.openFor = b.spec.ProbeInterval
+			b.until = time.Now().Add(b.openFor)
+			b.setLocked(breakerOpen)
+			b.log.Error("circuit breaker open: the sink failed repeatedly; partitions stop receiving until a probe succeeds",
+				"failures", b.failures, "next_probe_in", b.openFor, "error", err)
+		}
+	}
+}
+
+// lastError returns the last transient failure the breaker counted.
+func (b *breaker) lastError() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastErr == nil {
+		return errors.New("none recorded")
+	}
+	return b.lastErr
+}
+
+// sleepOrChange waits d or until changed is closed, calling beat (if not
+// nil) every beatEvery; it returns false when ctx ended first.
+func sleepOrChange(ctx context.Context, d time.Duration, changed <-chan struct{}, beat func()) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	tick := time.NewTicker(beatEvery)
+	defer tick.Stop()
+	for {
+		if beat != nil {
+			beat()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+			return true
+		case <-t.C:
+			return true
+		case <-tick.C:
+		}
+	}
+}

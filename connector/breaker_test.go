@@ -1,0 +1,132 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+// countingPartition counts the Receive calls made while the sink is down.
+type countingPartition struct {
+	*memPartition
+	sinkDown       func() bool
+	receivesInDown atomic.Int32
+}
+
+func (p *countingPartition) Receive(ctx context.Context) ([]sinks.Event, error) {
+	if p.sinkDown() {
+		p.receivesInDown.Add(1)
+	}
+	return p.memPartition.Receive(ctx)
+}
+
+// TestRunnerCircuitBreaker: a sink down for its first 15 commits, under two
+// partitions. After 3 failures the breaker opens; from then on every sink
+// call is the one probe of a half-open breaker (no partition hammers the
+// sink), each partition receives one batch until the sink is back, and
+// the breaker closes on the first successful probe. Nothing is lost or
+// written twice.
+func TestRunnerCircuitBreaker(t *testing.T) {
+	sink := sinktest.NewMemory()
+	var (
+		mu            sync.Mutex
+		failures      = 15
+		r             *Runner
+		callsOpen     int // sink calls while the breaker was open (none allowed)
+		callsHalfOpen int // probes
+	)
+	state := func() int {
+		r.brk.mu.Lock()
+		defer r.brk.mu.Unlock()
+		return r.brk.state
+	}
+	sink.SetFault(func(at sinktest.FaultPoint, p string) error {
+		if at != sinktest.BeforeCommit {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch state() {
+		case breakerOpen:
+			callsOpen++
+		case breakerHalfOpen:
+			callsHalfOpen++
+		}
+		if failures > 0 {
+			failures--
+			return sinks.Transient(errors.New("connection refused"))
+		}
+		return nil
+	})
+	sinkDown := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return failures > 0
+	}
+	met, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ = NewRunner(RunnerOptions{Connector: "c", Sink: sink, Metrics: met,
+		Retry:          RetrySpec{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
+		CircuitBreaker: CircuitBreakerSpec{Failures: 3, ProbeInterval: 5 * time.Millisecond, MaxProbeInterval: 20 * time.Millisecond}})
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	a := &countingPartition{memPartition: newMemPartition("0", 100, store, rand.New(rand.NewPCG(41, 42)), cancelA), sinkDown: sinkDown}
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	b := &countingPartition{memPartition: newMemPartition("1", 100, store, rand.New(rand.NewPCG(43, 44)), cancelB), sinkDown: sinkDown}
+
+	errs := make(chan error, 2)
+	go func() { errs <- r.RunPartition(ctxA, a) }()
+	go func() { errs <- r.RunPartition(ctxB, b) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failures != 0 {
+		t.Fatalf("%d injected failures left", failures)
+	}
+	if callsOpen != 0 {
+		t.Errorf("%d sink calls while the breaker was open, want 0", callsOpen)
+	}
+	// before it opens: 3 failures, and maybe one call of the other
+	// partition already under way
+	if callsHalfOpen < 15-3-1 {
+		t.Errorf("%d probes, want at least %d (every call after the breaker opened)", callsHalfOpen, 15-3-1)
+	}
+	for _, p := range []*countingPartition{a, b} {
+		if n := p.receivesInDown.Load(); n > 1 {
+			t.Errorf("partition %s received %d batches while the sink was down, want at most 1", p.id, n)
+		}
+	}
+	for _, id := range []string{"0", "1"} {
+		got := sink.Committed(id)
+		if len(got) != 100 {
+			t.Fatalf("partition %s: %d events committed, want 100", id, len(got))
+		}
+		for i, seq := range got {
+			if seq != int64(i) {
+				t.Fatalf("partition %s: position %d holds seq %d", id, i, seq)
+			}
+		}
+	}
+	if v := testutil.ToFloat64(met.breaker.WithLabelValues("c")); v != breakerClosed {
+		t.Errorf("ehsink_circuit_breaker_state %v after the outage, want closed (0)", v)
+	}
+}
