@@ -2,10 +2,14 @@ package connector_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,8 +85,11 @@ connectors:
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	dups := &dupKeys{}
 	done := make(chan error, 1)
-	go func() { done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met}) }()
+	go func() {
+		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(dups.handler())})
+	}()
 
 	committed := func(name string) float64 {
 		return sumMetric(t, reg, "ehsink_events_committed_total", name)
@@ -125,6 +132,69 @@ connectors:
 	if rows != events || distinct != events {
 		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
 	}
+	if lines := dups.found(); len(lines) > 0 {
+		t.Errorf("%d log lines carry an attribute twice, e.g. %s", len(lines), lines[0])
+	}
+}
+
+// dupKeys collects log lines that carry an attribute key twice (for
+// example connector=X connector=X, once from the logger and once from the
+// call).
+type dupKeys struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (d *dupKeys) handler() slog.Handler { return dupHandler{d: d} }
+
+func (d *dupKeys) found() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.lines)
+}
+
+type dupHandler struct {
+	d      *dupKeys
+	prefix string
+	keys   []string // keys added by WithAttrs, with their group prefix
+}
+
+func (h dupHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h dupHandler) Handle(_ context.Context, r slog.Record) error {
+	seen := map[string]bool{}
+	var twice []string
+	add := func(k string) {
+		if seen[k] {
+			twice = append(twice, k)
+		}
+		seen[k] = true
+	}
+	for _, k := range h.keys {
+		add(k)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		add(h.prefix + a.Key)
+		return true
+	})
+	if len(twice) > 0 {
+		h.d.mu.Lock()
+		h.d.lines = append(h.d.lines, fmt.Sprintf("%q repeats %v", r.Message, twice))
+		h.d.mu.Unlock()
+	}
+	return nil
+}
+
+func (h dupHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	keys := slices.Clone(h.keys)
+	for _, a := range attrs {
+		keys = append(keys, h.prefix+a.Key)
+	}
+	return dupHandler{d: h.d, prefix: h.prefix, keys: keys}
+}
+
+func (h dupHandler) WithGroup(name string) slog.Handler {
+	return dupHandler{d: h.d, prefix: h.prefix + name + ".", keys: h.keys}
 }
 
 // sumMetric sums a metric family's values for one connector.

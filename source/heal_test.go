@@ -168,3 +168,51 @@ func TestWatchdogHealsUnreadPartitions(t *testing.T) {
 	}
 	checkOncePerKeyInOrder(t, rec.events, 200)
 }
+
+// TestWatchdogReopensSilentPartition: the first handler of partition 0
+// stops receiving (as a call that never returns would) and never sends a
+// heartbeat. The watchdog must cancel it after the ownership expiration
+// plus max_wait and count a heal; the partition is claimed again and read
+// to its end.
+func TestWatchdogReopensSilentPartition(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	conn := srv.ConnectionString("orders")
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 100, Keys: 10, Seed: 9}); err != nil || n != 100 {
+		t.Fatalf("Demo sent %d, %v", n, err)
+	}
+	rec := newReadToEnd(t, ctx, conn, 0)
+	var mu sync.Mutex
+	heals := map[string]int{}
+	src := newSource(t, ctx, source.Options{
+		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy",
+		OnHeal: func(reason string) {
+			mu.Lock()
+			heals[reason]++
+			mu.Unlock()
+		},
+	})
+	var stuck sync.Once
+	handle := func(ctx context.Context, p *source.Partition) error {
+		hung := false
+		if p.ID() == "0" {
+			stuck.Do(func() { hung = true })
+		}
+		if hung {
+			<-ctx.Done() // neither receives nor heartbeats until cancelled
+			return nil
+		}
+		return rec.handle(ctx, p)
+	}
+	r := run(t, ctx, src, handle)
+	waitFor(t, ctx, rec.done, r, "every partition read to its end", rec.missing)
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if heals[source.HealSilent] != 1 {
+		t.Errorf("heals %v: want one silent partition healed", heals)
+	}
+	checkOncePerKeyInOrder(t, rec.events, 100)
+}
