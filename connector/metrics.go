@@ -1,6 +1,9 @@
 package connector
 
 import (
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +24,9 @@ type Metrics struct {
 	heals        *prometheus.CounterVec
 	breaker      *prometheus.GaugeVec
 	state        *prometheus.GaugeVec
+
+	mu     sync.Mutex      // guards failed
+	failed map[string]bool // connectors whose last state is failed
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -160,6 +166,16 @@ func (m *Metrics) connectorState(connector, state string) {
 	if m == nil {
 		return
 	}
+	m.mu.Lock()
+	if m.failed == nil {
+		m.failed = map[string]bool{}
+	}
+	if state == stateFailed {
+		m.failed[connector] = true
+	} else {
+		delete(m.failed, connector)
+	}
+	m.mu.Unlock()
 	for _, s := range [...]string{stateStarting, stateSinkUnavailable, stateRunning, stateFailed, stateStopped} {
 		v := 0.0
 		if s == state {
@@ -167,4 +183,16 @@ func (m *Metrics) connectorState(connector, state string) {
 		}
 		m.state.WithLabelValues(connector, s).Set(v)
 	}
+}
+
+// Failed returns the connectors that failed (and stopped) in this process,
+// sorted, for a health check. Safe for concurrent use; nil on a nil
+// *Metrics.
+func (m *Metrics) Failed() []string {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.failed))
 }

@@ -2,9 +2,12 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,4 +151,73 @@ func listAllCheckpoints(store *checkpoint.FileStore) (map[string]int64, error) {
 		return nil, fmt.Errorf("no checkpoints listed for namespace %s", ns)
 	}
 	return out, nil
+}
+
+// refusingDriver builds no sink: its New fails for good, as a sink whose
+// table does not match or whose credentials are refused does.
+type refusingDriver struct{}
+
+func (refusingDriver) NewConfig() any { return &struct{}{} }
+
+func (refusingDriver) New(context.Context, any, sinks.Info) (sinks.Sink, error) {
+	return nil, errors.New(`table "orders" has no column "amount"`)
+}
+
+// TestRunIsolatesAPermanentFailure: of two connectors in one process, one
+// fails for good at start. The other one serves every event; the failure
+// is reported (health check, state metric) and returned by Run, naming the
+// connector, when the process stops.
+func TestRunIsolatesAPermanentFailure(t *testing.T) {
+	dir := t.TempDir()
+	sink := sinktest.NewMemory()
+	var reg sinks.Registry
+	reg.Register("memory", sink.Driver())
+	reg.Register("refusing", refusingDriver{})
+	src := SourceSpec{Connection: "emulator", EventHub: "orders", Start: "earliest", Batch: BatchSpec{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: LoadBalancingSpec{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}}
+	cfg := &Config{
+		DrainTimeout: 10 * time.Second,
+		Emulator:     &EmulatorSpec{Hubs: map[string]int{"orders": 2}, Demo: &DemoSpec{Count: 300, Rate: 1e6, Keys: 10}},
+		Connectors: []Spec{
+			{Name: "broken", Source: src, Sink: SinkSpec{Type: "refusing"},
+				Checkpoint: CheckpointSpec{File: &FileCheckpointSpec{Dir: filepath.Join(dir, "ckpt-broken")}}},
+			{Name: "healthy", Source: src, Sink: SinkSpec{Type: "memory"},
+				Checkpoint: CheckpointSpec{File: &FileCheckpointSpec{Dir: filepath.Join(dir, "ckpt-healthy")}},
+				Errors:     ErrorsSpec{DeadLetter: DeadLetterSpec{Dir: filepath.Join(dir, "dead")}}},
+		},
+	}
+	met, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, cfg, RunOptions{Registry: &reg, Metrics: met}) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for len(sink.Committed("0"))+len(sink.Committed("1")) < 300 {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned while the healthy connector had not served every event: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the healthy connector did not serve every event")
+		case <-tick.C:
+		}
+	}
+	if got := met.Failed(); !slices.Equal(got, []string{"broken"}) {
+		t.Errorf("Failed() = %v, want [broken]", got)
+	}
+	if v := testutil.ToFloat64(met.state.WithLabelValues("healthy", stateRunning)); v != 1 {
+		t.Errorf("healthy connector state running = %v, want 1", v)
+	}
+	stop()
+	err = <-done
+	if err == nil || !strings.Contains(err.Error(), `connector "broken"`) || !strings.Contains(err.Error(), "no column") {
+		t.Fatalf("Run = %v, want the broken connector's failure", err)
+	}
+	if strings.Contains(err.Error(), "healthy") {
+		t.Errorf("Run = %v: the healthy connector did not fail", err)
+	}
 }
