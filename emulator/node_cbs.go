@@ -3,9 +3,10 @@ package emulator
 // Behavior: the $cbs node (claims-based security).
 //
 // The SDK opens a session with a sender link to "$cbs" and a receiver link
-// whose target is its reply-to address, sends one put-token request and
-// ends the session. Requests are accepted (disposition accepted) and
-// answered on the reply link: status-code 202 (int32) for a good token.
+// for the replies, sends one put-token request and ends the session.
+// Requests are accepted (disposition accepted) and answered on the reply
+// link (rpc.go says how each SDK names it), with correlation-id = the
+// request's message-id: status-code 202 (int32) for a good token.
 // Without keys or policies every token is good. With them the token is
 // verified and its claim kept for the connection under the request's
 // name (auth.go); a bad or expired token answers 401 with an

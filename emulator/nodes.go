@@ -24,7 +24,7 @@ func (s *Server) resolveNode(l *link, a *amqp.Attach) *amqp.Error {
 		}
 		switch addr := a.Source.Address; addr {
 		case cbsNode, managementNode:
-			return nil // an RPC reply link: responses are routed to it by target address
+			return nil // an RPC reply link: responses are routed to it (rpc.go)
 		default:
 			if e := s.authorizeLink(l, addr, RightListen); e != nil {
 				return e

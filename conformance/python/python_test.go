@@ -123,6 +123,9 @@ func startEmulator(t *testing.T, log *slog.Logger) *emulator.Server {
 			if err := srv.Shutdown(ctx); err != nil {
 				t.Errorf("emulator shutdown: %v", err)
 			}
+			if n, errs := srv.ProtocolErrors(); n > 0 {
+				t.Errorf("the emulator closed %d connection(s) on protocol errors: %q", n, errs)
+			}
 		})
 		return srv
 	}
