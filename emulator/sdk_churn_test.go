@@ -97,9 +97,10 @@ func TestSDKPartitionClientChurnKeepsConnection(t *testing.T) {
 
 // TestSDKStartAtLatestLoop runs the "start at latest" probe 20 times on
 // one ConsumerClient: a receiver attached at latest sees the event sent
-// right after its attach. It used to fail when the previous round's
-// PartitionClient close cost the client its connection, so the next
-// receiver attached only after the event, in retry backoff.
+// right after its attach, and the client keeps its one connection
+// throughout. It used to fail when the previous round's PartitionClient
+// close cost the client its connection, so the next receiver attached
+// only after the event, in retry backoff.
 func TestSDKStartAtLatestLoop(t *testing.T) {
 	srv := startEmulator(t, Config{})
 	ctx := testCtx(t)
@@ -133,6 +134,12 @@ func TestSDKStartAtLatestLoop(t *testing.T) {
 		if body := <-got; body != want {
 			t.Fatalf("round %d: receiver at latest read %q, want %q", i, body, want)
 		}
+		// Read on past the prefetch window before closing, as a consumer
+		// that stops mid-stream does: the close then races go-amqp's own
+		// credit top-ups, which is what used to cost the next round its
+		// connection.
+		sendNumbered(t, p, "2", 0, 1000)
+		receiveN(t, pc, 350+i)
 		if err := pc.Close(ctx); err != nil {
 			t.Fatalf("round %d: close: %v", i, err)
 		}
