@@ -14,26 +14,38 @@
 //	{eventhub}/partition={partition}/date={enqueued_date}/{partition}-{first_seq:020}-{last_seq:020}.parquet
 //
 // so it is a function of the partition and the sequence range it covers:
-// a replay of the same range produces the same name, and a commit under an
-// existing name replaces that file whole. The folder comes from the file's
+// a replay of the same range produces the same name, and a name is
+// published once (see Commits). The folder comes from the file's
 // first event.
 //
 // # Commits
 //
-// A file is never half-visible. In a local directory it is written under a
-// hidden temporary name (.ehsink-*.tmp) in its final folder, then fsynced,
-// renamed, and the folder fsynced. In Blob Storage it is spooled to a local
-// file while written, then uploaded as staged blocks and made visible by a
-// single CommitBlockList (the blob's name holds the last sequence number,
-// known only at commit, and staged blocks cannot move between blob names,
-// so the blocks cannot be staged earlier). Close without Flush discards the
-// open file.
+// A file is never half-visible, and a range is published once. In a local
+// directory it is written under a hidden temporary name (.ehsink-*.tmp) in
+// its final folder and fsynced; in Blob Storage it is spooled to a local
+// file while written and uploaded as staged blocks (the blob's name holds
+// the last sequence number, known only at commit, and staged blocks cannot
+// move between blob names). Then the writer claims the commit: it creates
+// _ehsink_claims/{connector}-p{partition}/{layout}/{next}.json, where next
+// is the sequence number after the watermark the file extends, only if it
+// does not exist (link(2) locally, If-None-Match: * on Blob). A second
+// owner of the partition that read the same watermark cannot claim it: it
+// discards its file and returns [sinks.ErrFenced]. This closes the window
+// between the fence (the look at the committed files just before) and the
+// publish. Then the dead-letter file, if any, and the data file are
+// published, each only if its name is free: link(2) then removal of the
+// temporary name and fsync of the folder (and of new parent folders)
+// locally, CommitBlockList with If-None-Match: * on Blob. The claim names
+// the files and where their prepared bytes are, so it decides the commit:
+// a writer that dies after claiming has its commit published by the next
+// Open of the partition, or dropped when the bytes are gone. Close without
+// Flush discards the open file.
 //
 // Open finds the partition's watermark in the names of its committed files
 // (the highest last sequence number) and reads the last offset from that
 // file's key-value metadata, which also holds the eventhub, partition and
-// sequence range. It removes the temporary and spool files an earlier
-// writer of the partition left behind.
+// sequence range. It first finishes claimed commits, then removes the
+// temporary and spool files earlier writers of the partition left behind.
 //
 // # Schema
 //

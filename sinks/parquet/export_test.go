@@ -8,3 +8,6 @@ func (s *Sink) setClock(now func() time.Time) { s.now = now }
 
 // wrapStore lets a test put a fault-injecting store in front of the real one.
 func (s *Sink) wrapStore(wrap func(store) store) { s.store = wrap(s.store) }
+
+// traceSteps has a local store report every step of its commits.
+func (s *Sink) traceSteps(fn func(step, path string)) { s.store.(*localStore).trace = fn }

@@ -44,7 +44,11 @@ type destination struct {
 // localDestination is a fresh temporary directory.
 func localDestination(t *testing.T) destination {
 	t.Helper()
-	dir := t.TempDir()
+	return localDestinationAt(t.TempDir())
+}
+
+// localDestinationAt is the directory dir.
+func localDestinationAt(dir string) destination {
 	return destination{
 		name:   "local",
 		config: func() *Config { c := NewConfig(); c.Dir = dir; return c },
@@ -55,8 +59,11 @@ func localDestination(t *testing.T) destination {
 				if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 					return err // readers skip hidden files, as Hive and Spark do
 				}
-				b, err := os.ReadFile(p)
 				rel, _ := filepath.Rel(dir, p)
+				if strings.HasPrefix(filepath.ToSlash(rel), claimsRoot+"/") {
+					return nil // the sink's own bookkeeping, hidden from readers
+				}
+				b, err := os.ReadFile(p)
 				out[filepath.ToSlash(rel)] = b
 				return err
 			})
@@ -121,6 +128,9 @@ func blobFiles(t *testing.T, client *container.Client) map[string][]byte {
 			t.Fatalf("list blobs: %v", err)
 		}
 		for _, b := range page.Segment.BlobItems {
+			if strings.HasPrefix(*b.Name, claimsRoot+"/") {
+				continue // the sink's own bookkeeping, hidden from readers
+			}
 			resp, err := client.NewBlobClient(*b.Name).DownloadStream(ctx, nil)
 			if err != nil {
 				t.Fatalf("download %s: %v", *b.Name, err)

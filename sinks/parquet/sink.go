@@ -118,21 +118,38 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return nil, nil, sinks.ErrClosed
 	}
 	vars := nameVars{eventHub: s.info.EventHub, connector: s.info.Connector, consumerGroup: s.info.ConsumerGroup, partition: partition}
-	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition)}
+	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8)}
 	w.log = s.log.With("partition", partition)
 	dataM, dlM := s.tmpl.matcher(vars), s.dlTmpl.matcher(vars)
 	fail := func(err error) (sinks.Writer, *sinks.Position, error) {
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: %w", s.info.Connector, partition, err)
 	}
-	if n, err := s.store.cleanTemps(ctx, dataM.prefix, w.tag); err != nil {
-		return fail(err)
-	} else if n > 0 {
-		w.log.Info("removed temporary files of an unfinished commit", "count", n)
-	}
 	w.dataM = dataM
+	w.claims = claimsDir(w.tag, s.tmpl.raw, dataM.prefix)
 	objs, err := s.store.list(ctx, dataM.prefix)
 	if err != nil {
 		return fail(err)
+	}
+	// Commits claimed and not published are finished (or dropped) first:
+	// their temporary files may be what they publish.
+	wm, _ := newestData(objs, dataM)
+	if after, err := s.recoverClaims(ctx, w, wm); err != nil {
+		return fail(err)
+	} else if after != wm {
+		if objs, err = s.store.list(ctx, dataM.prefix); err != nil {
+			return fail(err)
+		}
+	}
+	n, err := s.store.cleanTemps(ctx, dataM.prefix, w.tag)
+	if err != nil {
+		return fail(err)
+	}
+	m, err := s.store.cleanTemps(ctx, w.claims, claimTempTag)
+	if err != nil {
+		return fail(err)
+	}
+	if n+m > 0 {
+		w.log.Info("removed temporary files of abandoned writers", "count", n+m)
 	}
 	wm, newest := newestData(objs, dataM)
 	for _, o := range objs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 )
 
@@ -26,9 +27,23 @@ type store interface {
 	// earlier writer left behind (a crash before commit), and returns how
 	// many it removed.
 	cleanTemps(ctx context.Context, prefix, tag string) (int, error)
+	// claim creates the object name with body unless it exists, atomically
+	// and exclusively (link(2) locally, If-None-Match: * on Blob). It
+	// returns nil when it created it, and the existing body otherwise.
+	claim(ctx context.Context, name string, body []byte) (existing []byte, err error)
+	// read returns a committed object whole (a claim: small).
+	read(ctx context.Context, name string) ([]byte, error)
+	// publish makes visible under name the bytes an unfinished commit left
+	// ready: ref is what the pending object's prepare returned. It is nil
+	// when name is visible after the call, and errGone when the bytes are
+	// gone and can never be published (the commit is abandoned).
+	publish(ctx context.Context, ref, name string) error
 	// String describes the store for errors and logs, without secrets.
 	String() string
 }
+
+// errGone means the bytes of an unfinished commit no longer exist.
+var errGone = errors.New("prepared object is gone")
 
 // object is a committed object found by list.
 type object struct {
@@ -40,9 +55,16 @@ type object struct {
 // makes them visible, atomically, under their final name.
 type pending interface {
 	io.Writer
-	// commit makes the object visible under name. It may be called again
-	// after a failure. A committed object replaces one of the same name,
-	// which makes a replayed commit idempotent.
+	// prepare makes the bytes durable where commit publishes them from (a
+	// fsynced temporary file, staged blocks) and returns a reference with
+	// which store.publish can publish them too, should this writer die
+	// after claiming the commit. No Write may follow.
+	prepare(ctx context.Context, name string) (ref string, err error)
+	// commit makes the prepared object visible under name, exclusively: a
+	// name that is already visible was published from the same claim (a
+	// retry, or a recovering writer rolling the commit forward), so commit
+	// then succeeds without replacing it. It may be called again after a
+	// failure.
 	commit(ctx context.Context, name string) error
 	// abort discards the object. It is safe after commit (then it does
 	// nothing) and may be called more than once.

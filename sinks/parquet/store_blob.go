@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/ehsink/ehsink/sinks"
@@ -25,8 +26,8 @@ import (
 
 // blobStore keeps files in an Azure Blob container. A file is spooled to a
 // local temporary file while it is written, then uploaded as staged blocks
-// and made visible by one CommitBlockList: readers see the whole blob or
-// nothing, and a commit under an existing name replaces it whole.
+// and made visible by one CommitBlockList with If-None-Match: *: readers
+// see the whole blob or nothing, and a name is published once.
 //
 // Why spool instead of staging blocks as row groups fill: staged blocks
 // belong to one blob name, and the name holds the file's last sequence
@@ -108,9 +109,12 @@ func (s *blobStore) remove(ctx context.Context, name string) error {
 
 func (s *blobStore) readTail(ctx context.Context, name string, size, n int64) ([]byte, error) {
 	n = min(n, size)
-	resp, err := s.client.NewBlobClient(name).DownloadStream(ctx, &blob.DownloadStreamOptions{
-		Range: blob.HTTPRange{Offset: size - n, Count: n},
-	})
+	return s.download(ctx, name, &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: size - n, Count: n}})
+}
+
+// download reads a blob, or the range opts ask for.
+func (s *blobStore) download(ctx context.Context, name string, opts *blob.DownloadStreamOptions) ([]byte, error) {
+	resp, err := s.client.NewBlobClient(name).DownloadStream(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read %q: %w", s, name, transientIfNetwork(err))
 	}
@@ -151,6 +155,8 @@ func (s *blobStore) cleanTemps(_ context.Context, _ string, tag string) (int, er
 type blobPending struct {
 	store     *blobStore
 	f         *os.File // nil once aborted or committed
+	ids       []string // staged blocks, once prepared
+	staged    string   // the name they were staged under
 	committed bool
 }
 
@@ -161,15 +167,17 @@ func (p *blobPending) Write(b []byte) (int, error) {
 	return p.f.Write(b)
 }
 
-func (p *blobPending) commit(ctx context.Context, name string) error {
-	if p.committed {
-		return nil
+// prepare uploads the spool as staged blocks of name, invisible until a
+// CommitBlockList, and returns their IDs.
+func (p *blobPending) prepare(ctx context.Context, name string) (string, error) {
+	if p.ids != nil && p.staged == name {
+		return strings.Join(p.ids, ","), nil
 	}
 	if p.f == nil {
-		return fmt.Errorf("%s: commit %q: spool file already discarded", p.store, name)
+		return "", fmt.Errorf("%s: commit %q: spool file already discarded", p.store, name)
 	}
 	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("%s: commit %q: rewind spool: %w", p.store, name, err)
+		return "", fmt.Errorf("%s: commit %q: rewind spool: %w", p.store, name, err)
 	}
 	bb := p.store.client.NewBlockBlobClient(name)
 	// Fresh block IDs on every attempt: a retried commit never mixes blocks
@@ -182,7 +190,7 @@ func (p *blobPending) commit(ctx context.Context, name string) error {
 		if n > 0 {
 			id := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-%08d", attempt, len(ids)))
 			if _, serr := bb.StageBlock(ctx, id, streaming.NopCloser(bytes.NewReader(buf[:n])), nil); serr != nil {
-				return fmt.Errorf("%s: stage block %d of %q: %w", p.store, len(ids), name, transientIfNetwork(serr))
+				return "", fmt.Errorf("%s: stage block %d of %q: %w", p.store, len(ids), name, transientIfNetwork(serr))
 			}
 			ids = append(ids, id)
 		}
@@ -190,15 +198,70 @@ func (p *blobPending) commit(ctx context.Context, name string) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("%s: read spool of %q: %w", p.store, name, err)
+			return "", fmt.Errorf("%s: read spool of %q: %w", p.store, name, err)
 		}
 	}
-	if _, err := bb.CommitBlockList(ctx, ids, nil); err != nil {
-		return fmt.Errorf("%s: commit block list of %q: %w", p.store, name, transientIfNetwork(err))
+	p.ids, p.staged = ids, name
+	return strings.Join(ids, ","), nil
+}
+
+func (p *blobPending) commit(ctx context.Context, name string) error {
+	if p.committed {
+		return nil
+	}
+	ref, err := p.prepare(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := p.store.publish(ctx, ref, name); err != nil {
+		return err
 	}
 	p.committed = true
 	_ = p.discardSpool()
 	return nil
+}
+
+// ifNoneExists makes a write fail when the blob exists.
+func ifNoneExists() *blob.AccessConditions {
+	anyTag := azcore.ETagAny
+	return &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyTag}}
+}
+
+// exists reports whether err says the blob was already there.
+func exists(err error) bool {
+	return bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet)
+}
+
+// publish commits the staged blocks ref (comma-separated IDs) as name,
+// only if name does not exist yet: If-None-Match: *.
+func (s *blobStore) publish(ctx context.Context, ref, name string) error {
+	var ids []string
+	if ref != "" {
+		ids = strings.Split(ref, ",")
+	}
+	_, err := s.client.NewBlockBlobClient(name).CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{AccessConditions: ifNoneExists()})
+	switch {
+	case err == nil, exists(err):
+		return nil
+	case bloberror.HasCode(err, bloberror.InvalidBlockList):
+		return fmt.Errorf("%s: commit block list of %q: %w", s, name, errGone)
+	}
+	return fmt.Errorf("%s: commit block list of %q: %w", s, name, transientIfNetwork(err))
+}
+
+func (s *blobStore) claim(ctx context.Context, name string, body []byte) ([]byte, error) {
+	_, err := s.client.NewBlockBlobClient(name).UploadBuffer(ctx, body, &blockblob.UploadBufferOptions{AccessConditions: ifNoneExists()})
+	switch {
+	case err == nil:
+		return nil, nil
+	case exists(err):
+		return s.read(ctx, name)
+	}
+	return nil, fmt.Errorf("%s: claim %q: %w", s, name, transientIfNetwork(err))
+}
+
+func (s *blobStore) read(ctx context.Context, name string) ([]byte, error) {
+	return s.download(ctx, name, nil)
 }
 
 func (p *blobPending) discardSpool() error {

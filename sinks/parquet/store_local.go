@@ -14,10 +14,23 @@ import (
 )
 
 // localStore keeps files in a local directory. A file is written under a
-// hidden temporary name in its final folder, then fsynced, renamed and the
-// folder fsynced: after a crash a reader sees the whole file or nothing.
+// hidden temporary name in its final folder, fsynced, then published with
+// link(2), which fails rather than replace an existing name, the temporary
+// name removed and the folder fsynced: after a crash a reader sees the
+// whole file or nothing, and a name is published once.
 type localStore struct {
 	root string
+	// trace, when set (by tests only), is told of every step that makes a
+	// commit durable, before the step: "write" and "fsync" of a temporary
+	// file, "claim" (the exclusive link of a claim), "link" (publishing),
+	// "unlink" of a temporary name, "fsync-dir".
+	trace func(step, path string)
+}
+
+func (s *localStore) step(step, path string) {
+	if s.trace != nil {
+		s.trace(step, path)
+	}
 }
 
 func newLocalStore(root string) (*localStore, error) {
@@ -163,43 +176,132 @@ func (p *localPending) Write(b []byte) (int, error) {
 	if p.f == nil {
 		return 0, fmt.Errorf("%s: write to a closed temporary file", p.store)
 	}
+	p.store.step("write", p.name)
 	return p.f.Write(b)
 }
 
-func (p *localPending) commit(_ context.Context, name string) error {
+func (p *localPending) prepare(_ context.Context, name string) (string, error) {
+	if path.Dir(name) != path.Clean(p.dir) {
+		return "", fmt.Errorf("%s: commit %q: not in the temporary file's folder %q", p.store, name, p.dir)
+	}
+	if p.f != nil {
+		p.store.step("fsync", p.name)
+		if err := p.f.Sync(); err != nil {
+			return "", fmt.Errorf("%s: fsync %q: %w", p.store, name, err)
+		}
+		if err := p.f.Close(); err != nil {
+			return "", fmt.Errorf("%s: close %q: %w", p.store, name, err)
+		}
+		p.f = nil
+	}
+	rel, err := filepath.Rel(p.store.root, p.name)
+	if err != nil {
+		return "", err
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+func (p *localPending) commit(ctx context.Context, name string) error {
 	if p.committed {
 		return nil
 	}
-	if path.Dir(name) != path.Clean(p.dir) {
-		return fmt.Errorf("%s: commit %q: not in the temporary file's folder %q", p.store, name, p.dir)
+	if _, err := p.prepare(ctx, name); err != nil {
+		return err
 	}
-	if p.f != nil {
-		if err := p.f.Sync(); err != nil {
-			return fmt.Errorf("%s: fsync %q: %w", p.store, name, err)
-		}
-		if err := p.f.Close(); err != nil {
-			return fmt.Errorf("%s: close %q: %w", p.store, name, err)
-		}
-	}
-	p.f = nil
-	final := filepath.Join(p.store.root, filepath.FromSlash(name))
-	if err := os.Rename(p.name, final); err != nil {
-		return fmt.Errorf("%s: publish %q: %w", p.store, name, err)
-	}
-	// The rename is durable once the folder is; new folders must reach
-	// their parents too, up to the root.
-	dir := filepath.Dir(final)
-	for {
-		if err := durable.SyncDir(dir); err != nil {
-			return fmt.Errorf("%s: fsync folder of %q: %w", p.store, name, err)
-		}
-		if !p.dirsCreated || dir == p.store.root || len(dir) <= len(p.store.root) {
-			break
-		}
-		dir = filepath.Dir(dir)
+	if err := p.store.link(p.name, name, p.dirsCreated); err != nil {
+		return err
 	}
 	p.committed = true
 	return nil
+}
+
+func (s *localStore) publish(_ context.Context, ref, name string) error {
+	return s.link(filepath.Join(s.root, filepath.FromSlash(ref)), name, true)
+}
+
+// link publishes the file temp under name and removes the temporary name.
+// A name already there was published from the same claim; a temporary
+// file that is gone while the name is not there is errGone. The check of
+// the temporary file comes first: once it is gone, nobody can publish it.
+func (s *localStore) link(temp, name string, dirsCreated bool) error {
+	final := filepath.Join(s.root, filepath.FromSlash(name))
+	s.step("link", final)
+	err := os.Link(temp, final)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrExist):
+	case errors.Is(err, fs.ErrNotExist):
+		if _, serr := os.Stat(final); serr != nil {
+			return fmt.Errorf("%s: publish %q: %w", s, name, errGone)
+		}
+	default:
+		return fmt.Errorf("%s: publish %q: %w", s, name, err)
+	}
+	s.step("unlink", temp)
+	if err := os.Remove(temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: publish %q: remove temporary name: %w", s, name, err)
+	}
+	return s.syncDirs(filepath.Dir(final), dirsCreated)
+}
+
+// syncDirs makes dir's entries durable, and, when folders were created
+// for them, their parents' up to the root.
+func (s *localStore) syncDirs(dir string, created bool) error {
+	for {
+		s.step("fsync-dir", dir)
+		if err := durable.SyncDir(dir); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		if !created || dir == s.root || len(dir) <= len(s.root) {
+			return nil
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+func (s *localStore) claim(_ context.Context, name string, body []byte) ([]byte, error) {
+	final := filepath.Join(s.root, filepath.FromSlash(name))
+	dir := filepath.Dir(final)
+	created, err := mkdirAll(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
+	}
+	// The claim's bytes are durable before its name appears, so a claim
+	// is never seen empty.
+	f, err := os.CreateTemp(dir, tempPrefix+claimTempTag+"-*"+tempSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(body)
+	if err == nil {
+		s.step("fsync", f.Name())
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
+	}
+	s.step("claim", final)
+	if err := os.Link(f.Name(), final); errors.Is(err, fs.ErrExist) {
+		existing, rerr := os.ReadFile(final)
+		if rerr != nil {
+			return nil, fmt.Errorf("%s: claim %q: %w", s, name, rerr)
+		}
+		return existing, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
+	}
+	return nil, s.syncDirs(dir, created)
+}
+
+func (s *localStore) read(_ context.Context, name string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(s.root, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s, err)
+	}
+	return b, nil
 }
 
 func (p *localPending) abort() error {

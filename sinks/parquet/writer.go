@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -23,6 +24,8 @@ type writer struct {
 	vars      nameVars
 	dataM     *matcher // recognises this partition's data files
 	tag       string
+	id        string // names this writer in its claims
+	claims    string // the folder of the partition's claims
 	// watermark is the last committed position, nil before the first commit.
 	watermark *sinks.Position
 	file      *openFile // nil when nothing is written since the last commit
@@ -56,6 +59,7 @@ type openFile struct {
 	// footerDone is set once the Parquet footer is written: a retried
 	// Flush then only retries the commits.
 	footerDone  bool
+	claimed     bool
 	dlCommitted bool
 }
 
@@ -241,7 +245,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	}
 	vars := f.vars
 	vars.firstSeq, vars.lastSeq = f.first, f.last
-	name := w.s.tmpl.render(vars)
+	name, dlName := w.s.tmpl.render(vars), w.s.dlTmpl.render(vars)
 	fail := func(what string, err error) (*sinks.Position, error) {
 		return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %s %q: %w", w.s.info.Connector, w.partition, f.first, f.last, what, name, err)
 	}
@@ -256,7 +260,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		}
 		f.footerDone = true
 	}
-	if !f.dlCommitted {
+	if !f.claimed {
 		// Fence: another owner of the partition (a steal, a paused process
 		// waking up) may have committed since this writer's watermark was
 		// read. The file's rows are already written, so a file that
@@ -264,9 +268,17 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		if pos, err := w.fence(ctx, f); err != nil || pos != nil {
 			return pos, err
 		}
+		// The claim closes the window between that look and the publish
+		// (claim.go).
+		if err := w.claim(ctx, f, name, dlName); err != nil {
+			if errors.Is(err, sinks.ErrFenced) {
+				return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
+			}
+			return fail("claim the commit of", err)
+		}
+		f.claimed = true
 	}
 	if f.dl != nil && !f.dlCommitted {
-		dlName := w.s.dlTmpl.render(vars)
 		if err := f.dl.commit(ctx, dlName); err != nil {
 			return fail("commit dead letters of", err)
 		}

@@ -1,0 +1,172 @@
+package parquet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Claims make a commit exclusive.
+//
+// The fence of Flush (list the committed files, drop what another writer
+// committed) leaves a window: between its list and the publication of the
+// file, another owner of the partition (a steal, a paused process waking
+// up) may commit an overlapping range under another name, and both would
+// be visible. So before publishing, a writer claims the commit: it creates
+// the object _ehsink_claims/{connector}-p{partition}/{layout}/{next}.json
+// ({layout} a hash of the path template and the partition's folder, so that
+// a changed template starts afresh), where next
+// is the sequence number after the watermark the file extends, exclusively
+// (link(2) locally, If-None-Match: * on Blob). Two writers that read the
+// same watermark extend it with the same next, and only one claim can be
+// created: the other writer finds someone else's claim, discards its file
+// and returns sinks.ErrFenced. A claim holds the names of the data and
+// dead-letter files and where their prepared bytes are (a fsynced temporary
+// file, or staged blocks), so that the commit is decided by the claim:
+// should its writer die before publishing, the next Open of the partition
+// publishes them (rolls the commit forward), or, when the bytes are gone,
+// removes the claim (rolls it back). Claims are small and kept, one per
+// committed file: removing one would reopen the window for a writer paused
+// since before its commit.
+
+// claimsRoot is the folder of claims; the leading underscore hides it from
+// readers that follow the Hive convention.
+const claimsRoot = "_ehsink_claims"
+
+// claimTempTag names the temporary files of local claims.
+const claimTempTag = "claim"
+
+// claimsDir is the folder of the claims of one connector's partition
+// written with one path template.
+func claimsDir(tag, template, prefix string) string {
+	h := fnv.New64a()
+	h.Write([]byte(template))
+	h.Write([]byte{0})
+	h.Write([]byte(prefix))
+	return fmt.Sprintf("%s/%s/%016x/", claimsRoot, tag, h.Sum64())
+}
+
+// claimName is the claim of the commit that extends the watermark wm.
+func (w *writer) claimName(wm *sinks.Position) string {
+	next := int64(0)
+	if wm != nil {
+		next = wm.SequenceNumber + 1
+	}
+	return fmt.Sprintf("%s%020d.json", w.claims, next)
+}
+
+// claimBody is the content of a claim.
+type claimBody struct {
+	Writer         string `json:"writer"`
+	First          int64  `json:"first_seq"`
+	Last           int64  `json:"last_seq"`
+	Data           string `json:"data"`
+	DataRef        string `json:"data_ref"`
+	DeadLetters    string `json:"dead_letters,omitempty"`
+	DeadLettersRef string `json:"dead_letters_ref,omitempty"`
+}
+
+// claim prepares the open file (and its dead letters) and claims their
+// commit. Another writer's claim on the same watermark discards the file
+// and returns an error wrapping sinks.ErrFenced.
+func (w *writer) claim(ctx context.Context, f *openFile, name, dlName string) error {
+	body := claimBody{Writer: w.id, First: f.first, Last: f.last, Data: name}
+	var err error
+	if f.dl != nil {
+		body.DeadLetters = dlName
+		if body.DeadLettersRef, err = f.dl.prepare(ctx, dlName); err != nil {
+			return fmt.Errorf("prepare dead letters %q: %w", dlName, err)
+		}
+	}
+	if body.DataRef, err = f.data.prepare(ctx, name); err != nil {
+		return fmt.Errorf("prepare %q: %w", name, err)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	cn := w.claimName(w.watermark)
+	existing, err := w.s.store.claim(ctx, cn, b)
+	if err != nil {
+		return err
+	}
+	if existing == nil {
+		return nil
+	}
+	var other claimBody
+	if err := json.Unmarshal(existing, &other); err != nil {
+		return fmt.Errorf("claim %q: %w", cn, err)
+	}
+	if other.Writer == w.id {
+		return nil // this writer's own claim, from a failed attempt
+	}
+	w.discard()
+	return fmt.Errorf("another writer claimed the commit after seq %d (its seq %d..%d, file %q): %w",
+		other.First-1, other.First, other.Last, other.Data, sinks.ErrFenced)
+}
+
+// recoverClaims finishes the commits of the partition that were claimed
+// and not published (their last sequence number is past the watermark wm
+// of the visible files): each is published from its prepared bytes, or,
+// when those are gone, its claim and any dead-letter file it published are
+// removed. It returns the watermark after them.
+func (s *Sink) recoverClaims(ctx context.Context, w *writer, wm int64) (int64, error) {
+	objs, err := s.store.list(ctx, w.claims)
+	if err != nil {
+		return wm, err
+	}
+	slices.SortFunc(objs, func(a, b object) int { return strings.Compare(a.name, b.name) })
+	for _, o := range objs {
+		// A claim that extends a watermark at or below wm was published:
+		// the visible files form one chain of claims (see above). Only the
+		// few past it are read.
+		next, err := strconv.ParseInt(strings.TrimSuffix(path.Base(o.name), ".json"), 10, 64)
+		if err == nil && next <= wm {
+			continue
+		}
+		raw, err := s.store.read(ctx, o.name)
+		if err != nil {
+			return wm, err
+		}
+		var c claimBody
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return wm, fmt.Errorf("claim %q: %w", o.name, err)
+		}
+		if c.Last <= wm {
+			continue
+		}
+		err = nil
+		if c.DeadLetters != "" {
+			err = s.store.publish(ctx, c.DeadLettersRef, c.DeadLetters)
+		}
+		if err == nil {
+			err = s.store.publish(ctx, c.DataRef, c.Data)
+		}
+		switch {
+		case err == nil:
+			wm = c.Last
+			w.log.Info("published a claimed commit an earlier writer left unfinished", "file", c.Data, "first_seq", c.First, "last_seq", c.Last)
+		case errors.Is(err, errGone):
+			if c.DeadLetters != "" {
+				if err := s.store.remove(ctx, c.DeadLetters); err != nil {
+					return wm, err
+				}
+			}
+			if err := s.store.remove(ctx, o.name); err != nil {
+				return wm, err
+			}
+			w.log.Info("dropped a claimed commit whose data is gone; the replay writes it again", "file", c.Data, "first_seq", c.First, "last_seq", c.Last)
+		default:
+			return wm, err
+		}
+	}
+	return wm, nil
+}
