@@ -15,7 +15,9 @@ import (
 	"github.com/ehsink/ehsink/connector"
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/emulator/emulatortest"
+	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/produce"
+	"github.com/ehsink/ehsink/secret"
 )
 
 func callCheckpoints(t *testing.T, args ...string) (int, string, string) {
@@ -302,4 +304,59 @@ func fileCheckpointStore(t *testing.T, dir string) azeventhubs.CheckpointStore {
 		t.Fatal(err)
 	}
 	return store
+}
+
+// TestCheckpointsListStalledOnBlob: with Blob checkpoints (Azurite), the
+// checkpoint's time is its blob's last-modified time.
+func TestCheckpointsListStalledOnBlob(t *testing.T) {
+	ctx := t.Context()
+	az := testenv.NewAzurite(t)
+	srv := startTestEmulator(t, 1)
+	conn := srv.ConnectionString("orders")
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close(ctx)
+	if _, err := produce.Lines(ctx, producer, strings.NewReader("a\nb\nc\nd\ne\n"), produce.LinesOptions{PartitionID: "0"}); err != nil {
+		t.Fatal(err)
+	}
+	container := az.ContainerName(t)
+	cfg := writeConfig(t, `
+emulator:
+  listen: `+srv.Addr()+`
+connectors:
+  - name: orders-out
+    source:
+      connection: emulator
+      eventhub: orders
+    checkpoint:
+      blob: {connection: "`+az.ConnectionString()+`", container: `+container+`}
+    sink:
+      type: stdout
+`)
+	store, err := connector.NewCheckpointStore(ctx, connector.CheckpointSpec{Blob: &connector.BlobCheckpointSpec{
+		Connection: secret.String(az.ConnectionString()), Container: container}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, hub, cg := connector.EmulatorNamespace, "orders", azeventhubs.DefaultConsumerGroup
+	seq, off := int64(1), "0"
+	if err := store.SetCheckpoint(ctx, azeventhubs.Checkpoint{FullyQualifiedNamespace: ns, EventHubName: hub, ConsumerGroup: cg,
+		PartitionID: "0", SequenceNumber: &seq, Offset: &off}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ClaimOwnership(ctx, []azeventhubs.Ownership{{FullyQualifiedNamespace: ns, EventHubName: hub, ConsumerGroup: cg,
+		PartitionID: "0", OwnerID: "replica-0"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	stalled := regexp.MustCompile(`(?m)^0\s+1\s+0\s+replica-0\s+live, renewed \d+s ago\s+STALLED\s+4\s+3$`)
+	code, stdout, stderr := callCheckpoints(t, "list", "-c", cfg, "--stalled-after", "1ms")
+	if code != 0 || !stalled.MatchString(stdout) || !strings.Contains(stderr, "partition 0: STALLED: owner replica-0") {
+		t.Errorf("list --stalled-after 1ms: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = callCheckpoints(t, "list", "-c", cfg)
+	if code != 0 || stalled.MatchString(stdout) || strings.Contains(stderr, "STALLED") {
+		t.Errorf("list: exit %d\n%s%s", code, stdout, stderr)
+	}
 }
