@@ -393,6 +393,7 @@ func (c *conn) checkExpiry() {
 			desc = c.srv.unauthorized(c, l.authEntity, l.authNeed)
 		}
 		c.log.Info("detaching link: its token expired", "entity", l.authEntity)
+		c.srv.expired.Add(1)
 		l.detachWithError(&amqp.Error{Condition: amqp.ErrUnauthorized, Description: desc})
 	}
 }

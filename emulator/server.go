@@ -33,6 +33,7 @@ type Server struct {
 	latency  atomic.Int64 // nanoseconds added before each send and RPC
 	dropped  atomic.Int64 // connections closed for I/O errors or idleness (for tests and logs)
 	accepted atomic.Int64 // connections accepted since Start
+	expired  atomic.Int64 // links detached because their token expired (for tests)
 
 	failProps atomic.Int64 // partition-properties reads still to fail (fault injection)
 
