@@ -144,6 +144,12 @@ func (c *conn) serve() {
 			c.writeFrameLocked(0, &amqp.Close{})
 			c.mu.Unlock()
 			c.teardown(closeClient, nil)
+		case errors.As(err, &pe) && c.closedReason() != closeNone:
+			// Torn down already (a write failed as the client hung up)
+			// while frames it sent before were still being read: the
+			// session they miss was dropped by the teardown, not by the
+			// client.
+			c.log.Debug("frame after teardown", "err", err)
 		case errors.As(err, &pe):
 			c.log.Info("closing connection on protocol error", "err", err)
 			c.srv.noteProtocolError(err)
