@@ -22,12 +22,14 @@ class CheckpointTest(unittest.TestCase):
         options = dict(starting_position="-1")
         balancing = dict(load_balancing_interval=1, partition_ownership_expiration_interval=6)
         readers = {}  # event body -> names of the consumers that received it
+        partition_of = {}  # event body -> partition
         lock = threading.Lock()
 
         def on_event_of(name):
             def on_event(ctx, ev):
                 with lock:
                     readers.setdefault(ev.body_as_str(), set()).add(name)
+                    partition_of[ev.body_as_str()] = ctx.partition_id
                 ctx.update_checkpoint(ev)
             return on_event
 
@@ -72,7 +74,6 @@ class CheckpointTest(unittest.TestCase):
             real = [f"k{key}-{i}" for key in range(20) for i in range(2)]
             support.eventually(lambda: all(read_by(x) for x in real),
                                f"40 events (errors {a.error_list() + b.error_list()})")
-            partition_of = {ev.body_as_str(): p for p, ev in a.snapshot() + b.snapshot()}
         per_partition = {}
         for body in real:
             per_partition.setdefault(partition_of[body], set()).update(read_by(body))
