@@ -33,6 +33,8 @@ const (
 	defaultProbeInterval       = time.Second
 	defaultMaxProbeInterval    = time.Minute
 	defaultDeadLetterRoot      = ".ehsink/dead-letters"
+	defaultHTTPListen          = "127.0.0.1:9464"
+	defaultLagInterval         = 10 * time.Second
 )
 
 // withDefaults returns a copy of c with every zero field that has a
@@ -42,6 +44,16 @@ func (c *Config) withDefaults() *Config {
 	out := *c
 	if out.DrainTimeout == 0 {
 		out.DrainTimeout = defaultDrainTimeout
+	}
+	if c.HTTP != nil {
+		h := *c.HTTP
+		if h.Listen == "" {
+			h.Listen = defaultHTTPListen
+		}
+		if h.LagInterval == 0 {
+			h.LagInterval = defaultLagInterval
+		}
+		out.HTTP = &h
 	}
 	if c.Emulator != nil {
 		e := *c.Emulator

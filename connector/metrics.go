@@ -68,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"connector"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ehsink_connector_state",
-			Help: "1 for the connector's current state (starting, sink_unavailable, running, failed, stopped), 0 for the others.",
+			Help: "1 for the connector's current state (starting, sink_unavailable, running, paused, failed, stopped), 0 for the others.",
 		}, []string{"connector", "state"}),
 	}
 	for _, c := range []prometheus.Collector{m.written, m.skipped, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals, m.breaker, m.state} {
@@ -160,6 +160,7 @@ const (
 	stateRunning         = "running"
 	stateFailed          = "failed"
 	stateStopped         = "stopped"
+	statePaused          = "paused"
 )
 
 func (m *Metrics) connectorState(connector, state string) {
@@ -176,7 +177,7 @@ func (m *Metrics) connectorState(connector, state string) {
 		delete(m.failed, connector)
 	}
 	m.mu.Unlock()
-	for _, s := range [...]string{stateStarting, stateSinkUnavailable, stateRunning, stateFailed, stateStopped} {
+	for _, s := range [...]string{stateStarting, stateSinkUnavailable, stateRunning, statePaused, stateFailed, stateStopped} {
 		v := 0.0
 		if s == state {
 			v = 1

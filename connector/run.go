@@ -28,6 +28,9 @@ type RunOptions struct {
 	Logger *slog.Logger
 	// Metrics records the runners' metrics. If nil, none.
 	Metrics *Metrics
+	// Control, when set, receives the connectors Run runs, to show their
+	// status and pause, resume or restart them while Run runs.
+	Control *Control
 }
 
 // Run runs the selected connectors of cfg until ctx is cancelled, then
@@ -62,21 +65,28 @@ func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 	}
 	defer env.close()
 
+	control := opts.Control
+	if control == nil {
+		control = NewControl()
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(specs))
 	for i, spec := range specs {
+		cs := control.add(spec.Name, opts.Metrics)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			clog := log.With("connector", spec.Name)
-			opts.Metrics.connectorState(spec.Name, stateStarting)
-			if err := runConnector(ctx, cfg, spec, env, reg, opts.Metrics, clog); err != nil {
+			err := cs.run(ctx, clog, func(ctx context.Context) error {
+				return runConnector(ctx, cfg, spec, env, reg, opts.Metrics, cs, clog)
+			})
+			if err != nil {
 				errs[i] = err
-				opts.Metrics.connectorState(spec.Name, stateFailed)
+				cs.failed(err)
 				clog.Error("connector failed; the other connectors keep running", "err", err)
 				return
 			}
-			opts.Metrics.connectorState(spec.Name, stateStopped)
+			cs.set(StateStopped)
 		}()
 	}
 	wg.Wait()
@@ -107,7 +117,7 @@ func selectConnectors(cfg *Config, names []string) ([]Spec, error) {
 
 // runConnector builds the sink, checkpoint store and source of one
 // connector and runs a partition runner for every partition it owns.
-func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment, reg *sinks.Registry, met *Metrics, log *slog.Logger) error {
+func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment, reg *sinks.Registry, met *Metrics, cs *connState, log *slog.Logger) error {
 	fail := func(what string, err error) error {
 		if ctx.Err() != nil {
 			// Stopped while starting (a signal, or another connector's
@@ -150,7 +160,9 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if sinkCfg == nil {
 		sinkCfg = driver.NewConfig()
 	}
-	sink, err := newSink(ctx, driver, sinkCfg, info, spec.Errors.Retry, met, log)
+	cs.describe(info.EventHub, info.ConsumerGroup, spec.Sink.Type)
+	sink, err := newSink(ctx, driver, sinkCfg, info, spec.Errors.Retry, cs.sinkUnavailable, log)
+	cs.sinkReached(err)
 	if err != nil {
 		return fail("sink", err)
 	}
@@ -183,6 +195,8 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		DrainTimeout:            cfg.DrainTimeout,
 		Logger:                  log,
 		Metrics:                 met,
+		pause:                   cs.gate,
+		sinkCalled:              cs.sinkReached,
 	})
 	if err != nil {
 		return fail("runner", err)
@@ -214,12 +228,20 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		srcOpts.Credential = cred
 	}
 	src, err := source.New(ctx, srcOpts)
+	cs.sourceReached(err)
 	if err != nil {
 		return fail("source", err)
 	}
 	defer src.Close(context.WithoutCancel(ctx))
 
-	met.connectorState(spec.Name, stateRunning)
+	cs.started(runner, src.OwnerID())
+	defer cs.setRunner(nil)
+	var props sync.WaitGroup
+	pctx, stopProps := context.WithCancel(ctx)
+	props.Go(func() { cs.refreshProps(pctx, src.Client(), runner, cfg.lagInterval()) })
+	defer props.Wait()
+	defer stopProps()
+
 	log.Info("connector started", "eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type, "owner", src.OwnerID())
 	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
 		return runner.RunPartition(ctx, partitionAdapter{p})
@@ -237,7 +259,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 // retry.MaxAttempts is used; the connector claims no partition meanwhile,
 // so replicas whose sink is reachable serve them. Any other error is the
 // connector's failure.
-func newSink(ctx context.Context, driver sinks.Driver, cfg any, info sinks.Info, retry RetrySpec, met *Metrics, log *slog.Logger) (sinks.Sink, error) {
+func newSink(ctx context.Context, driver sinks.Driver, cfg any, info sinks.Info, retry RetrySpec, unavailable func(error), log *slog.Logger) (sinks.Sink, error) {
 	retry = retry.withDefaults()
 	backoff := retry.InitialBackoff
 	for attempt := 1; ; attempt++ {
@@ -254,7 +276,7 @@ func newSink(ctx context.Context, driver sinks.Driver, cfg any, info sinks.Info,
 		if retry.MaxAttempts > 0 && attempt >= retry.MaxAttempts {
 			return nil, fmt.Errorf("unreachable after %d attempts: %w", attempt, err)
 		}
-		met.connectorState(info.Connector, stateSinkUnavailable)
+		unavailable(err)
 		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
 		log.Warn("sink unavailable at start; holding no partition and retrying", "attempt", attempt, "wait", wait, "err", err)
 		if !sleepOrChange(ctx, wait, nil, nil) {

@@ -72,6 +72,11 @@ type RunnerOptions struct {
 	Metrics *Metrics
 	// now is the clock; tests replace it.
 	now func() time.Time
+	// pause, when set, is the connector's pause switch (see Control).
+	pause *gate
+	// sinkCalled, when set, receives the outcome of every sink call, so
+	// that readiness follows the sink.
+	sinkCalled func(error)
 }
 
 // DeadLetterStore keeps dead letters durably. Store must have made the
@@ -134,11 +139,11 @@ func (r *Runner) Watermark(partition string) (*sinks.Position, bool) {
 }
 
 // partitionRun is the state of one RunPartition call. Its fields are used
-// by the RunPartition goroutine alone, except watermark, which Watermark
-// reads under wmMu.
+// by the RunPartition goroutine alone, except watermark and stat, which
+// Watermark and snapshot read under wmMu.
 type partitionRun struct {
 	r    *Runner
-	wmMu sync.Mutex // guards watermark against Runner.Watermark
+	wmMu sync.Mutex // guards watermark and stat against Runner.Watermark and Runner.snapshot
 	p    sinks.Writer
 	src  Partition
 	beat func() // the partition's heartbeat, or nil
@@ -154,6 +159,18 @@ type partitionRun struct {
 	sinceCkpt     int             // events committed since that checkpoint
 	lastCkptAt    time.Time
 	committedNext *sinks.Position // committed, waiting for the checkpoint policy
+	lastEnqueued  time.Time       // enqueued time of the last event handed to Write
+	stat          partitionStat   // for the status snapshot
+}
+
+// partitionStat is what a status snapshot reads of a partition run.
+type partitionStat struct {
+	checkpoint *int64    // last checkpoint written
+	received   *int64    // highest sequence number received
+	enqueued   time.Time // enqueued time of the last committed event
+	committed  int64     // events committed
+	lastCommit time.Time
+	paused     bool
 }
 
 // RunPartition drives one partition until ctx is cancelled (then it drains:
@@ -192,6 +209,18 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		if !r.brk.waitReceive(ctx, pr.beat) {
 			return pr.drain(ctx)
 		}
+		if paused, resumed := r.opts.pause.state(); paused {
+			if err := pr.hold(ctx, resumed); err != nil {
+				if errors.Is(err, errPartitionGone) {
+					return nil
+				}
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil // hold drained it
+			}
+			continue
+		}
 		events, rerr := src.Receive(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -227,9 +256,66 @@ func (r *Runner) openWriter(ctx context.Context, src Partition) (w sinks.Writer,
 	return w, wm, err
 }
 
+// errPartitionGone is hold's report of a partition another owner took.
+var errPartitionGone = errors.New("partition taken by another owner")
+
+// hold keeps a paused partition: what was written is flushed and the
+// committed watermark checkpointed (whatever the checkpoint policy), then
+// it waits, heartbeating, for resumed (closed when the pause switch
+// changes) or ctx. It returns the drain's result when ctx ends first.
+func (pr *partitionRun) hold(ctx context.Context, resumed <-chan struct{}) error {
+	var err error
+	if pr.written {
+		err = pr.flush(ctx)
+	}
+	if err == nil {
+		err = pr.checkpoint(ctx)
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return pr.drain(ctx)
+	case errors.Is(err, sinks.ErrFenced), errors.Is(err, ErrOwnershipLost):
+		pr.log.Info("partition lost while pausing; abandoning what was not flushed", "error", err)
+		return errPartitionGone
+	default:
+		return err
+	}
+	pr.setPaused(true)
+	defer pr.setPaused(false)
+	pr.log.Info("partition paused", "watermark", posAttr(pr.watermark))
+	tick := time.NewTicker(beatEvery)
+	defer tick.Stop()
+	for {
+		if pr.beat != nil {
+			pr.beat()
+		}
+		select {
+		case <-ctx.Done():
+			return pr.drain(ctx)
+		case <-resumed:
+			pr.log.Info("partition resumed")
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (pr *partitionRun) setPaused(p bool) {
+	pr.wmMu.Lock()
+	defer pr.wmMu.Unlock()
+	pr.stat.paused = p
+}
+
 // handle takes one batch through dedupe, the sink, and the checkpoint.
 func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error {
 	n := len(events)
+	if n > 0 {
+		seq := events[n-1].SequenceNumber
+		pr.wmMu.Lock()
+		pr.stat.received = &seq
+		pr.wmMu.Unlock()
+	}
 	events = dedupe.After(events, pr.watermark)
 	pr.met.skippedEvents(n - len(events))
 	if len(events) > 0 {
@@ -258,6 +344,7 @@ func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 	pr.written = true
 	pr.unflushed += len(events)
 	pr.lastWritten = events[len(events)-1].Position()
+	pr.lastEnqueued = events[len(events)-1].EnqueuedTime
 	var be *sinks.BatchError
 	if errors.As(err, &be) && len(be.Failed) == 0 {
 		err = nil // a BatchError that names no event rejects none
@@ -370,13 +457,16 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	}
 	pr.met.flushed(pr.unflushed, seq, time.Since(start))
 	pr.sinceCkpt += pr.unflushed
-	pr.unflushed = 0
+	pr.wmMu.Lock()
+	pr.stat.committed += int64(pr.unflushed)
+	pr.stat.lastCommit = r.opts.now()
 	if wm != nil && (pr.watermark == nil || wm.SequenceNumber > pr.watermark.SequenceNumber) {
-		pr.wmMu.Lock()
 		pr.watermark = wm
-		pr.wmMu.Unlock()
+		pr.stat.enqueued = pr.lastEnqueued
 		pr.committedNext = wm
 	}
+	pr.wmMu.Unlock()
+	pr.unflushed = 0
 	return nil
 }
 
@@ -415,6 +505,10 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 	}
 	pr.ckptErr = nil
 	pr.met.checkpointed(pos.SequenceNumber)
+	pr.wmMu.Lock()
+	seq := pos.SequenceNumber
+	pr.stat.checkpoint = &seq
+	pr.wmMu.Unlock()
 	pr.checkpointed, pr.committedNext = pos, nil
 	pr.sinceCkpt = 0
 	pr.lastCkptAt = pr.r.opts.now()
@@ -479,6 +573,7 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 		last = err
 		if what != opWrite || err != nil {
 			r.brk.result(err)
+			r.sinkCalled(ctx, err)
 		}
 		if err == nil || !sinks.IsTransient(err) {
 			return err
@@ -498,6 +593,39 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 
 // opWrite names the sink's Write in retries and metrics.
 const opWrite = "write"
+
+// sinkCalled passes the outcome of a sink call to opts.sinkCalled: a
+// call that returned, or failed on the sink's side. A rejected event is
+// the event's fault, and a cancelled call says nothing of the sink.
+func (r *Runner) sinkCalled(ctx context.Context, err error) {
+	if r.opts.sinkCalled == nil || ctx.Err() != nil {
+		return
+	}
+	var be *sinks.BatchError
+	if errors.As(err, &be) || errors.Is(err, sinks.ErrFenced) {
+		err = nil
+	}
+	r.opts.sinkCalled(err)
+}
+
+// snapshot copies the counters of the partitions the runner drives.
+func (r *Runner) snapshot() []partitionSnapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]partitionSnapshot, 0, len(r.active))
+	for id, pr := range r.active {
+		pr.wmMu.Lock()
+		ps := partitionSnapshot{id: id, checkpoint: pr.stat.checkpoint, received: pr.stat.received,
+			enqueued: pr.stat.enqueued, committed: pr.stat.committed, lastCommit: pr.stat.lastCommit, paused: pr.stat.paused}
+		if pr.watermark != nil {
+			seq := pr.watermark.SequenceNumber
+			ps.watermark = &seq
+		}
+		pr.wmMu.Unlock()
+		out = append(out, ps)
+	}
+	return out
+}
 
 // beatEvery is how often a waiting partition tells the watchdog it is
 // alive; far below any ownership expiration.

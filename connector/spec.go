@@ -17,6 +17,22 @@ type Config struct {
 	// DrainTimeout bounds the graceful stop after SIGINT/SIGTERM: batches in
 	// flight are finished, flushed and checkpointed within it. If zero, 30s.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// HTTP, when set, configures the operations HTTP API (metrics, probes,
+	// status, pause and resume) that `ehsink run` serves.
+	HTTP *HTTPSpec `yaml:"http"`
+}
+
+// HTTPSpec configures the operations HTTP API.
+type HTTPSpec struct {
+	// Listen is the address to serve on. If empty, 127.0.0.1:9464
+	// (loopback: the API has no authentication).
+	Listen string `yaml:"listen"`
+	// Pprof also serves Go's profiles under /debug/pprof/.
+	Pprof bool `yaml:"pprof"`
+	// LagInterval is how often the owned partitions' properties are read
+	// to refresh their lag (each batch received refreshes it too). If
+	// zero, 10s.
+	LagInterval time.Duration `yaml:"lag_interval"`
 }
 
 // EmulatorSpec configures the in-process emulator used for local runs and demos.

@@ -48,6 +48,14 @@ func (c *Config) validate() error {
 	if c.Emulator != nil {
 		c.Emulator.validate("emulator", &p)
 	}
+	if c.HTTP != nil {
+		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+			p.add("http.listen", "want HOST:PORT (e.g. 127.0.0.1:9464, or 0.0.0.0:9464 to be reached from outside): %v", err)
+		}
+		if c.HTTP.LagInterval < 0 {
+			p.add("http.lag_interval", "must be positive, got %s", c.HTTP.LagInterval)
+		}
+	}
 	firstUse := map[string]int{}
 	for i := range c.Connectors {
 		s := &c.Connectors[i]

@@ -51,6 +51,7 @@ func commands() []command {
 		{"emulator", "run the built-in Event Hubs emulator (AMQP 1.0) for local development", runEmulator},
 		{"send", "send events (lines or demo orders) to an event hub", runSend},
 		{"checkpoints", "list checkpoints and owners with lag, or reset them", runCheckpoints},
+		{"status", "show the connectors of a running ehsink (its operations API), --watch to follow", runStatus},
 		{"version", "print the version, commit and Go version", runVersion},
 	}
 }

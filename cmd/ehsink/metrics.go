@@ -2,60 +2,35 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/ops"
 )
 
-// metricsServer serves /metrics (Prometheus) and /healthz on addr until
-// stop is called. It returns the connector metrics to record into.
-func metricsServer(addr string, log *slog.Logger) (*connector.Metrics, func(), error) {
+// opsServer serves the operations API on addr until stop is called. It
+// returns the connector metrics to record into; /metrics serves them with
+// the Go runtime's and the lag and state computed from control.
+func opsServer(addr string, spec *connector.HTTPSpec, control *connector.Control, log *slog.Logger) (*connector.Metrics, func(), error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), ops.NewCollector(control))
 	met, err := connector.NewMetrics(reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics: %w", err)
 	}
-	ln, err := net.Listen("tcp", addr)
+	srv, err := ops.Serve(addr, ops.Options{Control: control, Gatherer: reg, Pprof: spec != nil && spec.Pprof, Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("metrics: %w", err)
+		return nil, nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		// Connectors are isolated: the process keeps serving the others
-		// after one failed, and says so here.
-		if failed := met.Failed(); len(failed) > 0 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "failed connectors: %s\n", strings.Join(failed, ", "))
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server", "err", err)
-		}
-	}()
-	log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-		<-done
 	}
 	return met, stop, nil
 }

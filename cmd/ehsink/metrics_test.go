@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ehsink/ehsink/connector"
 )
 
 func TestMetricsEndpoints(t *testing.T) {
 	var logs strings.Builder
-	_, stop, err := metricsServer("127.0.0.1:0", slog.New(slog.NewTextHandler(&logs, nil)))
+	_, stop, err := opsServer("127.0.0.1:0", nil, connector.NewControl(), slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +23,7 @@ func TestMetricsEndpoints(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("no address logged: %q", line)
 	}
-	base := strings.TrimSuffix(strings.Fields(line[i:])[0], "/metrics")
+	base := strings.Trim(strings.Fields(line[i:])[0], `"`)
 	for path, want := range map[string]string{"/metrics": "go_goroutines", "/healthz": "ok"} {
 		resp, err := http.Get(base + path)
 		if err != nil {

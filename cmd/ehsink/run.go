@@ -12,7 +12,7 @@ import (
 	"github.com/ehsink/ehsink/connector"
 )
 
-const runUsage = `Usage: ehsink run [-c connectors.yaml] [--connector NAME]... [--metrics ADDR] [--log-level info] [--log-format text|json]
+const runUsage = `Usage: ehsink run [-c connectors.yaml] [--connector NAME]... [--http ADDR] [--log-level info] [--log-format text|json]
 
 Runs the connectors declared in the config file (all of them, or those named
 by --connector) until SIGINT or SIGTERM. The first signal stops receiving,
@@ -25,10 +25,14 @@ file are expanded, and EHSINK_ variables override single values, e.g.
 EHSINK_CONNECTORS__ORDERS__SINK__TABLE=orders_v2 (a double underscore
 separates keys; a connector is named by its name or index). Logs go to
 stderr, never stdout (which the stdout sink may use). --log-level debug also
-logs the Azure SDK, with keys and signatures redacted. --metrics serves
-Prometheus metrics at http://ADDR/metrics (events committed, skipped and
-dead-lettered, flush time, watermarks, checkpoints, owned partitions,
-connector state, circuit breaker state, partition heals) and /healthz.
+logs the Azure SDK, with keys and signatures redacted.
+
+--http ADDR (or http.listen in the file) serves the operations API:
+/metrics (Prometheus: events committed, lag per partition, connector
+state, circuit breaker state, partition heals, ...), /healthz, /readyz, /v1/connectors (status, pause, resume,
+restart) and, with http.pprof: true, /debug/pprof/. It has no
+authentication: keep it on loopback (127.0.0.1:9464) or a private network.
+--metrics ADDR is the same flag under its former name.
 
 Connectors are isolated: one that fails for good (its config, credentials,
 a table that does not match) logs one ERROR and stops alone while the others
@@ -48,7 +52,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&names, "connector", "run only the connector `NAME` (repeatable; default all)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log `format`: text or json")
-	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on `ADDR` (e.g. 127.0.0.1:9464); default off")
+	var httpAddr string
+	fs.StringVar(&httpAddr, "http", "", "serve the operations API (metrics, probes, status) on `ADDR`, e.g. 127.0.0.1:9464; overrides http.listen; default off")
+	fs.StringVar(&httpAddr, "metrics", "", "the former name of --http")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -70,9 +76,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// goroutines may still log while the process exits.
 	bridgeAzureLogs(logger)
 
-	opts := connector.RunOptions{Connectors: names, Logger: logger}
-	if *metricsAddr != "" {
-		met, stop, err := metricsServer(*metricsAddr, logger)
+	opts := connector.RunOptions{Connectors: names, Logger: logger, Control: connector.NewControl()}
+	if httpAddr == "" && cfg.HTTP != nil {
+		httpAddr = cfg.HTTP.Listen
+	}
+	if httpAddr != "" {
+		met, stop, err := opsServer(httpAddr, cfg.HTTP, opts.Control, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "ehsink run: %v\n", err)
 			return exitFailure
