@@ -29,4 +29,4 @@ USER 65532:65532
 # 9464: the operations HTTP listener (metrics, health, status API).
 EXPOSE 9464
 ENTRYPOINT ["/usr/local/bin/ehsink"]
-CMD ["run", "-c", "/etc/ehsink/connectors.yaml", "--metrics", "0.0.0.0:9464"]
+CMD ["run", "-c", "/etc/ehsink/connectors.yaml", "--http", "0.0.0.0:9464"]
