@@ -74,7 +74,7 @@ func TestNotReady(t *testing.T) {
 
 func TestControlStates(t *testing.T) {
 	c := NewControl()
-	cs := c.add("a")
+	cs := c.add("a", nil)
 	if err := c.Resume("a"); !errors.Is(err, ErrConnectorState) {
 		t.Errorf("resume of a connector that is not paused: %v, want ErrConnectorState", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,7 @@ type Route struct {
 func Routes(pprof bool) []Route {
 	rs := []Route{
 		{"GET", "/metrics", "Prometheus metrics"},
-		{"GET", "/healthz", "liveness: 200 while the process serves"},
+		{"GET", "/healthz", "liveness: 200 while the process serves and no connector failed, else 503 naming the failed ones"},
 		{"GET", "/readyz", "readiness: 200 when every connector reached its source and its sink, else 503 with the reasons"},
 		{"GET", "/v1/connectors", "status of every connector"},
 		{"GET", "/v1/connectors/{name}", "status of one connector"},
@@ -139,8 +140,23 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// healthz answers 200 while the process serves and no connector failed
+// for good. Connectors are isolated, so the process keeps serving the
+// others after one failed; the 503 lets a supervisor restart it, the one
+// way to start a failed connector again.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var failed []string
+	for _, st := range s.opts.Control.Statuses() {
+		if st.State == connector.StateFailed {
+			failed = append(failed, st.Name)
+		}
+	}
+	if len(failed) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "failed connectors: %s\n", strings.Join(failed, ", "))
+		return
+	}
 	fmt.Fprintln(w, "ok")
 }
 
