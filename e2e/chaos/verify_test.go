@@ -427,7 +427,20 @@ func (h *harness) compareDeadLetters(c string, o *outcome, want map[pos]bool, go
 		}
 	}
 	if len(o.dlMissing) > 0 {
-		h.fail("%s: %d poison events missing from the dead letters: %s", c, len(o.dlMissing), fmtPositions(o.dlMissing))
+		var rows, maps []pos
+		for _, p := range o.dlMissing {
+			if e := byPos[p]; e != nil && e.kind == rowPoison {
+				rows = append(rows, p)
+			} else {
+				maps = append(maps, p)
+			}
+		}
+		if len(maps) > 0 {
+			h.fail("%s: %d events the mapping rejects missing from the dead letters: %s", c, len(maps), fmtPositions(maps))
+		}
+		if len(rows) > 0 {
+			h.fail("%s: %d rows PostgreSQL rejects missing from the dead letters: %s", c, len(rows), fmtPositions(rows))
+		}
 	}
 	if len(o.dlDup) > 0 {
 		h.fail("%s: %d poison events dead-lettered more than once: %s", c, len(o.dlDup), fmtPositions(o.dlDup))
