@@ -149,6 +149,7 @@ func (w *writer) sortRows() {
 func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	s := w.s
 	rows := w.applied()
+	defer w.sortRows() // whatever happens, the buffer goes back to sequence order
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
