@@ -16,8 +16,14 @@
 //     longer exist ([Options.OnInvalidCheckpoint]);
 //   - [ErrOwnershipLost] from [Partition.Receive] and [Partition.Checkpoint]
 //     once another replica took the partition, so that the caller abandons
-//     its batch instead of checkpointing after losing.
+//     its batch instead of checkpointing after losing;
+//   - liveness: a claim never stalls on a resume position that cannot be
+//     worked out (its lease is given up and the next claim tries again), and
+//     a watchdog heals a partition owned with no reader (the processor is
+//     restarted) or a reader that stopped ([Partition.Heartbeat]; its
+//     context is cancelled and the partition reopened), see [Options.OnHeal].
 //
-// Goroutines: [Source.Run] runs the SDK processor in one goroutine and each
+// Goroutines: [Source.Run] runs the SDK processor (one at a time; a new one
+// after a restart) and the watchdog in their own goroutines, and each
 // handler in its own goroutine, and returns only after all of them ended.
 package source

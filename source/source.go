@@ -237,9 +237,13 @@ func (s *Source) Run(ctx context.Context, handle func(ctx context.Context, p *Pa
 	}
 	backoff := restartBackoff
 	for {
+		began := time.Now()
 		cause := s.runProcessor(ctx, runCtx, handle, fail)
 		if cause == nil || runCtx.Err() != nil {
 			break
+		}
+		if time.Since(began) > s.opts.OwnershipExpiration {
+			backoff = restartBackoff // it had recovered in between
 		}
 		wait := time.Duration(0)
 		if !errors.Is(cause, errHealRestart) {
