@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -31,13 +32,14 @@ type breaker struct {
 	log       *slog.Logger
 	met       *Metrics
 
-	mu       sync.Mutex // guards the fields below
-	state    int
-	failures int           // transient failures in a row
-	openFor  time.Duration // the current open period
-	until    time.Time     // end of the open period
-	lastErr  error         // the last transient failure
-	changed  chan struct{} // closed and replaced at every state change
+	mu          sync.Mutex // guards the fields below
+	state       int
+	failures    int           // transient failures in a row
+	openFor     time.Duration // the current open period
+	until       time.Time     // end of the open period
+	outageSince time.Time     // when the breaker last opened from closed
+	lastErr     error         // the last transient failure
+	changed     chan struct{} // closed and replaced at every state change
 }
 
 func newBreaker(spec CircuitBreakerSpec, connector string, log *slog.Logger, met *Metrics) *breaker {
@@ -57,53 +59,86 @@ func (b *breaker) setLocked(s int) {
 }
 
 // waitReceive blocks while the breaker is open and its open period runs,
-// calling beat meanwhile. It returns false when ctx ended first. After the
-// open period, partitions receive again: the write of what they receive
-// competes for the probe.
-func (b *breaker) waitReceive(ctx context.Context, beat func()) bool {
+// calling beat meanwhile. After the open period, partitions receive again:
+// the write of what they receive competes for the probe. It returns
+// ctx.Err() when ctx ended first, and an error matching ErrSinkUnavailable
+// when the breaker has been open (or probing) for longer than giveUpAfter
+// (zero: never).
+func (b *breaker) waitReceive(ctx context.Context, giveUpAfter time.Duration, beat func()) error {
 	for {
 		b.mu.Lock()
-		if b.state != breakerOpen {
+		if b.state == breakerClosed {
 			b.mu.Unlock()
-			return true
+			return nil
+		}
+		if err := b.givenUpLocked(giveUpAfter); err != nil {
+			b.mu.Unlock()
+			return err
 		}
 		wait, changed := time.Until(b.until), b.changed
 		b.mu.Unlock()
 		if wait <= 0 {
-			return true
+			return nil
 		}
-		if !sleepOrChange(ctx, wait, changed, beat) {
-			return false
+		if !sleepOrChange(ctx, b.capWait(wait, giveUpAfter), changed, beat) {
+			return ctx.Err()
 		}
 	}
 }
 
 // acquire blocks until the caller may call the sink: at once when the
 // breaker is closed; when it is open, after the open period, as the one
-// probe (or after the probe closed it). It returns false when ctx ended
-// first. A caller that acquired must report with result.
-func (b *breaker) acquire(ctx context.Context, beat func()) bool {
+// probe (or after the probe closed it). It returns ctx.Err() when ctx ended
+// first, and an error matching ErrSinkUnavailable when the breaker has
+// been open for longer than giveUpAfter (zero: never). A caller that
+// acquired must report with result.
+func (b *breaker) acquire(ctx context.Context, giveUpAfter time.Duration, beat func()) error {
 	for {
 		b.mu.Lock()
 		switch {
 		case b.state == breakerClosed:
 			b.mu.Unlock()
-			return true
+			return nil
 		case b.state == breakerOpen && !time.Now().Before(b.until):
 			b.setLocked(breakerHalfOpen)
 			b.mu.Unlock()
 			b.log.Info("circuit breaker half-open: probing the sink")
-			return true
+			return nil
+		}
+		if err := b.givenUpLocked(giveUpAfter); err != nil {
+			b.mu.Unlock()
+			return err
 		}
 		wait, changed := time.Until(b.until), b.changed
 		if b.state == breakerHalfOpen {
 			wait = time.Hour // until the probe reports
 		}
 		b.mu.Unlock()
-		if !sleepOrChange(ctx, wait, changed, beat) {
-			return false
+		if !sleepOrChange(ctx, b.capWait(wait, giveUpAfter), changed, beat) {
+			return ctx.Err()
 		}
 	}
+}
+
+// givenUpLocked returns ErrSinkUnavailable when the current outage has
+// lasted longer than after (zero: never). b.mu is held.
+func (b *breaker) givenUpLocked(after time.Duration) error {
+	if after <= 0 || b.state == breakerClosed || time.Since(b.outageSince) < after {
+		return nil
+	}
+	return fmt.Errorf("%w: the circuit breaker has been open for %s (longer than %s; last error: %w)",
+		ErrSinkUnavailable, time.Since(b.outageSince).Round(time.Second), after, b.lastErr)
+}
+
+// capWait shortens a wait so that the give-up deadline is checked on time.
+func (b *breaker) capWait(wait, giveUpAfter time.Duration) time.Duration {
+	if giveUpAfter <= 0 {
+		return wait
+	}
+	b.mu.Lock()
+	left := giveUpAfter - time.Since(b.outageSince)
+	b.mu.Unlock()
+	return max(min(wait, left), time.Millisecond)
 }
 
 // result records the outcome of a sink call let through by acquire.
@@ -139,6 +174,7 @@ func (b *breaker) result(err error) {
 		b.lastErr = err
 		b.failures++
 		if b.failures >= b.spec.Failures {
+			b.outageSince = time.Now()
 			b.openFor = b.spec.ProbeInterval
 			b.until = time.Now().Add(b.openFor)
 			b.setLocked(breakerOpen)

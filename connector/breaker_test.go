@@ -102,11 +102,12 @@ func TestRunnerCircuitBreaker(t *testing.T) {
 	if failures != 0 {
 		t.Fatalf("%d injected failures left", failures)
 	}
-	if callsOpen != 0 {
-		t.Errorf("%d sink calls while the breaker was open, want 0", callsOpen)
+	// A call of the other partition may have been let through just before
+	// the breaker opened and reach the sink just after: at most one.
+	if callsOpen > 1 {
+		t.Errorf("%d sink calls while the breaker was open, want at most 1", callsOpen)
 	}
-	// before it opens: 3 failures, and maybe one call of the other
-	// partition already under way
+	// before it opens: 3 failures, and maybe that one call
 	if callsHalfOpen < 15-3-1 {
 		t.Errorf("%d probes, want at least %d (every call after the breaker opened)", callsHalfOpen, 15-3-1)
 	}
@@ -128,5 +129,39 @@ func TestRunnerCircuitBreaker(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(met.breaker.WithLabelValues("c")); v != breakerClosed {
 		t.Errorf("ehsink_circuit_breaker_state %v after the outage, want closed (0)", v)
+	}
+}
+
+// TestRunnerGivesUpAfterLongOutage: a sink down for good. Once the breaker
+// has been open for longer than GiveUpAfter, the partition stops with
+// ErrSinkUnavailable (so the source gives its lease up), abandoning what
+// was not flushed and checkpointing nothing.
+func TestRunnerGivesUpAfterLongOutage(t *testing.T) {
+	sink := sinktest.NewMemory()
+	sink.SetFault(func(at sinktest.FaultPoint, p string) error {
+		if at == sinktest.BeforeCommit {
+			return sinks.Transient(errors.New("connection refused"))
+		}
+		return nil
+	})
+	r, _ := NewRunner(RunnerOptions{Connector: "c", Sink: sink, GiveUpAfter: 300 * time.Millisecond,
+		Retry:          RetrySpec{InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+		CircuitBreaker: CircuitBreakerSpec{Failures: 2, ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond}})
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := newMemPartition("0", 50, store, rand.New(rand.NewPCG(45, 46)), cancel)
+	err := r.RunPartition(ctx, p)
+	if !errors.Is(err, ErrSinkUnavailable) || !containsAll(err.Error(), "connection refused") {
+		t.Fatalf("RunPartition = %v, want ErrSinkUnavailable with the last sink error", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the partition ran to its end; it should have given up first")
+	}
+	if _, ok := store.get("0"); ok {
+		t.Fatal("a checkpoint was written although nothing was committed")
+	}
+	if got := sink.Committed("0"); len(got) != 0 {
+		t.Fatalf("%d events committed by a sink that never answered", len(got))
 	}
 }

@@ -190,6 +190,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		DeadLetters:             dead,
 		Retry:                   spec.Errors.Retry,
 		CircuitBreaker:          spec.Errors.CircuitBreaker,
+		GiveUpAfter:             spec.Source.LoadBalancing.OwnershipExpiration,
 		CheckpointEveryEvents:   spec.Checkpoint.EveryEvents,
 		CheckpointEveryInterval: spec.Checkpoint.EveryInterval,
 		DrainTimeout:            cfg.DrainTimeout,
@@ -244,7 +245,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 
 	log.Info("connector started", "eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type, "owner", src.OwnerID())
 	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
-		return runner.RunPartition(ctx, partitionAdapter{p})
+		return giveUp(runner.RunPartition(ctx, partitionAdapter{p}))
 	})
 	if err != nil {
 		return fmt.Errorf("connector %q: %w", spec.Name, err)
@@ -308,6 +309,15 @@ func (a partitionAdapter) Checkpoint(ctx context.Context, pos sinks.Position) er
 func translateLost(err error) error {
 	if err != nil && errors.Is(err, source.ErrOwnershipLost) {
 		return fmt.Errorf("%w: %w", ErrOwnershipLost, err)
+	}
+	return err
+}
+
+// giveUp tells the source to give a partition's lease up when the runner
+// stopped it because the sink has been unavailable for too long.
+func giveUp(err error) error {
+	if err != nil && errors.Is(err, ErrSinkUnavailable) {
+		return fmt.Errorf("%w: %w", source.ErrGiveUp, err)
 	}
 	return err
 }

@@ -19,6 +19,13 @@ import (
 // the sink's watermark.
 var ErrOwnershipLost = errors.New("partition ownership lost")
 
+// ErrSinkUnavailable is matched (errors.Is) by the error of a partition the
+// runner stopped because the connector's circuit breaker stayed open for
+// longer than GiveUpAfter: what it had not flushed is abandoned (the next
+// owner replays it from the sink's watermark), so that the partition can
+// go to a replica whose sink answers.
+var ErrSinkUnavailable = errors.New("sink unavailable")
+
 // ErrDrainIncomplete is matched (errors.Is) by the error of a partition
 // whose drain did not finish: what it held was not committed, or its final
 // checkpoint was not written, within the drain timeout. Nothing is lost (the
@@ -57,6 +64,11 @@ type RunnerOptions struct {
 	// CircuitBreaker stops every partition from receiving after repeated
 	// transient sink failures. Zero fields take their defaults.
 	CircuitBreaker CircuitBreakerSpec
+	// GiveUpAfter, if not zero, stops a partition with ErrSinkUnavailable
+	// once the circuit breaker has been open that long while the partition
+	// waits on it, so that the partition's lease can go to a replica whose
+	// sink answers. The connector sets it to the ownership expiration.
+	GiveUpAfter time.Duration
 	// CheckpointEveryEvents and CheckpointEveryInterval space checkpoints
 	// out; if both are zero, every flush is checkpointed. A partition that
 	// stops cleanly always checkpoints what it committed.
@@ -206,7 +218,10 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		}
 	}()
 	for {
-		if !r.brk.waitReceive(ctx, pr.beat) {
+		if err := r.brk.waitReceive(ctx, r.opts.GiveUpAfter, pr.beat); err != nil {
+			if errors.Is(err, ErrSinkUnavailable) {
+				return pr.giveUp(err)
+			}
 			return pr.drain(ctx)
 		}
 		if paused, resumed := r.opts.pause.state(); paused {
@@ -232,6 +247,9 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 			return r.errorf(src, "receive: %w", rerr)
 		}
 		if err := pr.handle(ctx, events); err != nil {
+			if errors.Is(err, ErrSinkUnavailable) && ctx.Err() == nil {
+				return pr.giveUp(err)
+			}
 			if errors.Is(err, sinks.ErrFenced) {
 				log.Warn("another writer committed this partition; giving it up", "error", err)
 				return nil
@@ -515,6 +533,16 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 	return nil
 }
 
+// giveUp ends a partition whose sink has been unavailable for longer than
+// GiveUpAfter: what was not flushed is abandoned (the writer's Close drops
+// it; the next owner replays it from the sink's watermark) and nothing is
+// checkpointed.
+func (pr *partitionRun) giveUp(err error) error {
+	pr.log.Warn("sink unavailable for too long; giving the partition up, abandoning what was not flushed",
+		"unflushed", pr.unflushed, "watermark", posAttr(pr.watermark), "error", err)
+	return pr.r.errorf(pr.src, "%w", err)
+}
+
 // drain finishes a partition after ctx was cancelled: what was written is
 // flushed and the committed watermark checkpointed, within DrainTimeout.
 func (pr *partitionRun) drain(ctx context.Context) error {
@@ -557,17 +585,20 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 	for attempt := 1; ; attempt++ {
 		// A Write may only buffer, so its success proves nothing about the
 		// sink: it waits out an open breaker but never takes the probe.
-		ok := false
+		var werr error
 		if what == opWrite {
-			ok = r.brk.waitReceive(ctx, beat)
+			werr = r.brk.waitReceive(ctx, r.opts.GiveUpAfter, beat)
 		} else {
-			ok = r.brk.acquire(ctx, beat)
+			werr = r.brk.acquire(ctx, r.opts.GiveUpAfter, beat)
 		}
-		if !ok {
+		if errors.Is(werr, ErrSinkUnavailable) {
+			return werr
+		}
+		if werr != nil {
 			if last == nil {
 				last = r.brk.lastError()
 			}
-			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", ctx.Err(), last)
+			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", werr, last)
 		}
 		err := fn(ctx)
 		last = err

@@ -13,6 +13,12 @@ import (
 // the new owner resumes from the last checkpoint or the sink's watermark.
 var ErrOwnershipLost = errors.New("partition ownership lost")
 
+// ErrGiveUp is matched (errors.Is) by a handler error that asks the source
+// to give the partition's lease up: the handler cannot serve the partition
+// for now (its sink has been unavailable for long), and another replica, or
+// this one later, should claim it.
+var ErrGiveUp = errors.New("partition given up")
+
 // ErrInvalidCheckpoint is returned (wrapped) by [Source.Run] when a
 // partition's resume position does not exist in the partition (past its last
 // event or before its retained start) and [Options.OnInvalidCheckpoint] is

@@ -216,3 +216,57 @@ func TestWatchdogReopensSilentPartition(t *testing.T) {
 	}
 	checkOncePerKeyInOrder(t, rec.events, 100)
 }
+
+// releaseRecorder records the leases given up outside the processor's own
+// way out (which releases every lease at once).
+type releaseRecorder struct {
+	azeventhubs.CheckpointStore
+	mu       sync.Mutex
+	released []string
+}
+
+func (r *releaseRecorder) ClaimOwnership(ctx context.Context, owns []azeventhubs.Ownership, opts *azeventhubs.ClaimOwnershipOptions) ([]azeventhubs.Ownership, error) {
+	if len(owns) == 1 && owns[0].OwnerID == "" {
+		r.mu.Lock()
+		r.released = append(r.released, owns[0].PartitionID)
+		r.mu.Unlock()
+	}
+	return r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
+}
+
+// TestHandlerGivesPartitionUp: a handler that returns ErrGiveUp (its sink
+// has been unavailable for long) ends the partition and frees its lease;
+// the partition is claimed again and read to its end.
+func TestHandlerGivesPartitionUp(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	conn := srv.ConnectionString("orders")
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 100, Keys: 10, Seed: 10}); err != nil || n != 100 {
+		t.Fatalf("Demo sent %d, %v", n, err)
+	}
+	rec := newReadToEnd(t, ctx, conn, 0)
+	store := &releaseRecorder{CheckpointStore: fileStore(t)}
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy"})
+	var once sync.Once
+	handle := func(ctx context.Context, p *source.Partition) error {
+		first := false
+		if p.ID() == "1" {
+			once.Do(func() { first = true })
+		}
+		if first {
+			return fmt.Errorf("sink down for too long: %w", source.ErrGiveUp)
+		}
+		return rec.handle(ctx, p)
+	}
+	r := run(t, ctx, src, handle)
+	waitFor(t, ctx, rec.done, r, "every partition read to its end", rec.missing)
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if !slices.Contains(store.released, "1") {
+		t.Errorf("leases given up: %v, want partition 1's", store.released)
+	}
+	checkOncePerKeyInOrder(t, rec.events, 100)
+}

@@ -203,7 +203,8 @@ func (s *Source) Client() *azeventhubs.ConsumerClient { return s.client }
 // source heals the partition (a pipeline that stopped receiving) or
 // restarts its processor; the handler then drains and returns as for a
 // stop. A handler that returns an error matching ErrOwnershipLost just ends
-// that partition (the processor claims it again if it still can). Any
+// that partition (the processor claims it again if it still can); one that
+// matches ErrGiveUp ends it and gives its lease up. Any
 // other handler error or an invalid checkpoint under the fail policy stops
 // every handler, and Run returns it wrapped with the partition.
 //
@@ -347,6 +348,9 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 				s.log.Info("partition released", "partition", p.id)
 			case errors.Is(err, ErrOwnershipLost):
 				// Receive or Checkpoint logged the loss
+			case errors.Is(err, ErrGiveUp):
+				s.release(genCtx, p.id)
+				s.log.Warn("partition given up; its lease is free for a replica that can serve it", "partition", p.id, "err", err)
 			case pctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 				s.log.Info("partition released", "partition", p.id)
 			case p.takenOver(context.WithoutCancel(pctx)):
