@@ -62,16 +62,16 @@ func (b *breaker) setLocked(s int) {
 // calling beat meanwhile. After the open period, partitions receive again:
 // the write of what they receive competes for the probe. It returns
 // ctx.Err() when ctx ended first, and an error matching ErrSinkUnavailable
-// when the breaker has been open (or probing) for longer than giveUpAfter
-// (zero: never).
-func (b *breaker) waitReceive(ctx context.Context, giveUpAfter time.Duration, beat func()) error {
+// when the caller has waited on a breaker that is not closed for longer
+// than giveUpAfter (zero: never) since since.
+func (b *breaker) waitReceive(ctx context.Context, since time.Time, giveUpAfter time.Duration, beat func()) error {
 	for {
 		b.mu.Lock()
 		if b.state == breakerClosed {
 			b.mu.Unlock()
 			return nil
 		}
-		if err := b.givenUpLocked(giveUpAfter); err != nil {
+		if err := b.givenUpLocked(since, giveUpAfter); err != nil {
 			b.mu.Unlock()
 			return err
 		}
@@ -80,7 +80,7 @@ func (b *breaker) waitReceive(ctx context.Context, giveUpAfter time.Duration, be
 		if wait <= 0 {
 			return nil
 		}
-		if !sleepOrChange(ctx, b.capWait(wait, giveUpAfter), changed, beat) {
+		if !sleepOrChange(ctx, b.capWait(wait, since, giveUpAfter), changed, beat) {
 			return ctx.Err()
 		}
 	}
@@ -89,10 +89,10 @@ func (b *breaker) waitReceive(ctx context.Context, giveUpAfter time.Duration, be
 // acquire blocks until the caller may call the sink: at once when the
 // breaker is closed; when it is open, after the open period, as the one
 // probe (or after the probe closed it). It returns ctx.Err() when ctx ended
-// first, and an error matching ErrSinkUnavailable when the breaker has
-// been open for longer than giveUpAfter (zero: never). A caller that
-// acquired must report with result.
-func (b *breaker) acquire(ctx context.Context, giveUpAfter time.Duration, beat func()) error {
+// first, and an error matching ErrSinkUnavailable when the caller has
+// waited on a breaker that is not closed for longer than giveUpAfter (zero:
+// never) since since. A caller that acquired must report with result.
+func (b *breaker) acquire(ctx context.Context, since time.Time, giveUpAfter time.Duration, beat func()) error {
 	for {
 		b.mu.Lock()
 		switch {
@@ -105,7 +105,7 @@ func (b *breaker) acquire(ctx context.Context, giveUpAfter time.Duration, beat f
 			b.log.Info("circuit breaker half-open: probing the sink")
 			return nil
 		}
-		if err := b.givenUpLocked(giveUpAfter); err != nil {
+		if err := b.givenUpLocked(since, giveUpAfter); err != nil {
 			b.mu.Unlock()
 			return err
 		}
@@ -114,29 +114,40 @@ func (b *breaker) acquire(ctx context.Context, giveUpAfter time.Duration, beat f
 			wait = time.Hour // until the probe reports
 		}
 		b.mu.Unlock()
-		if !sleepOrChange(ctx, b.capWait(wait, giveUpAfter), changed, beat) {
+		if !sleepOrChange(ctx, b.capWait(wait, since, giveUpAfter), changed, beat) {
 			return ctx.Err()
 		}
 	}
 }
 
-// givenUpLocked returns ErrSinkUnavailable when the current outage has
-// lasted longer than after (zero: never). b.mu is held.
-func (b *breaker) givenUpLocked(after time.Duration) error {
-	if after <= 0 || b.state == breakerClosed || time.Since(b.outageSince) < after {
+// waitStart is when a caller that began waiting at since started to wait
+// on this outage. b.mu is held.
+func (b *breaker) waitStart(since time.Time) time.Time {
+	if since.After(b.outageSince) {
+		return since
+	}
+	return b.outageSince
+}
+
+// givenUpLocked returns an error matching ErrSinkUnavailable when a caller
+// that began waiting at since has waited on this outage for longer than
+// after (zero: never). A partition that starts during an outage thus gets
+// its own full wait, in which a probe can close the breaker. b.mu is held.
+func (b *breaker) givenUpLocked(since time.Time, after time.Duration) error {
+	if after <= 0 || b.state == breakerClosed || time.Since(b.waitStart(since)) < after {
 		return nil
 	}
-	return fmt.Errorf("%w: the circuit breaker has been open for %s (longer than %s; last error: %w)",
+	return fmt.Errorf("%w: the circuit breaker has been open for %s, and this partition waited longer than %s (last error: %w)",
 		ErrSinkUnavailable, time.Since(b.outageSince).Round(time.Second), after, b.lastErr)
 }
 
 // capWait shortens a wait so that the give-up deadline is checked on time.
-func (b *breaker) capWait(wait, giveUpAfter time.Duration) time.Duration {
+func (b *breaker) capWait(wait time.Duration, since time.Time, giveUpAfter time.Duration) time.Duration {
 	if giveUpAfter <= 0 {
 		return wait
 	}
 	b.mu.Lock()
-	left := giveUpAfter - time.Since(b.outageSince)
+	left := giveUpAfter - time.Since(b.waitStart(since))
 	b.mu.Unlock()
 	return max(min(wait, left), time.Millisecond)
 }

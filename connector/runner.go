@@ -218,7 +218,7 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		}
 	}()
 	for {
-		if err := r.brk.waitReceive(ctx, r.opts.GiveUpAfter, pr.beat); err != nil {
+		if err := r.brk.waitReceive(ctx, time.Now(), r.opts.GiveUpAfter, pr.beat); err != nil {
 			if errors.Is(err, ErrSinkUnavailable) {
 				return pr.giveUp(err)
 			}
@@ -581,15 +581,16 @@ func (pr *partitionRun) drain(ctx context.Context) error {
 // sees a partition that retries as alive.
 func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(context.Context) error) error {
 	backoff := r.opts.Retry.InitialBackoff
+	since := time.Now()
 	var last error
 	for attempt := 1; ; attempt++ {
 		// A Write may only buffer, so its success proves nothing about the
 		// sink: it waits out an open breaker but never takes the probe.
 		var werr error
 		if what == opWrite {
-			werr = r.brk.waitReceive(ctx, r.opts.GiveUpAfter, beat)
+			werr = r.brk.waitReceive(ctx, since, r.opts.GiveUpAfter, beat)
 		} else {
-			werr = r.brk.acquire(ctx, r.opts.GiveUpAfter, beat)
+			werr = r.brk.acquire(ctx, since, r.opts.GiveUpAfter, beat)
 		}
 		if errors.Is(werr, ErrSinkUnavailable) {
 			return werr
