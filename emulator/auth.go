@@ -79,16 +79,15 @@ func ParseRights(s string) (Rights, error) {
 	var r Rights
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		i := slices.IndexFunc(rightNames, func(n struct {
-			r    Rights
-			name string
-		}) bool {
-			return strings.EqualFold(n.name, f)
-		})
-		if i < 0 {
+		known := false
+		for _, n := range rightNames {
+			if strings.EqualFold(n.name, f) {
+				r, known = r|n.r, true
+			}
+		}
+		if !known {
 			return 0, fmt.Errorf("unknown right %q (want manage, send or listen)", f)
 		}
-		r |= rightNames[i].r
 	}
 	return r, nil
 }

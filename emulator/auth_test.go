@@ -186,3 +186,41 @@ func TestSDKTokenExpiryDetaches(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRights(t *testing.T) {
+	for in, want := range map[string]Rights{"listen": RightListen, "Send, LISTEN": RightSend | RightListen, "manage,send,listen": AllRights} {
+		if got, err := ParseRights(in); err != nil || got != want {
+			t.Errorf("ParseRights(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "read", "send,"} {
+		if _, err := ParseRights(in); err == nil {
+			t.Errorf("ParseRights(%q) succeeded", in)
+		}
+	}
+	if s := (RightSend | RightListen).String(); s != "Send,Listen" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestPolicyValidation(t *testing.T) {
+	bad := []Config{
+		{Policies: []Policy{{Name: "a"}}},
+		{Policies: []Policy{{Name: "a", Key: "k"}, {Name: "a", Key: "k"}}},
+		{Keys: map[string]secret.String{"a": "k"}, Policies: []Policy{{Name: "a", Key: "k"}}},
+		{Policies: []Policy{{Name: "a", Key: "k", Rights: 1 << 6}}},
+		{TLS: &TLSOptions{KeyFile: "key.pem"}},
+	}
+	for i, cfg := range bad {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("config %d: Validate() = nil, want an error", i)
+		}
+	}
+	good := Config{Keys: map[string]secret.String{"a": "k"}, Policies: []Policy{{Name: "b", Key: "k", Rights: RightListen, EventHub: "orders"}}}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if p := good.policies(); p["a"].Rights != AllRights || p["b"].Rights != RightListen || len(p) != 2 {
+		t.Fatalf("policies() = %+v", p)
+	}
+}
