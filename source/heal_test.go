@@ -83,9 +83,10 @@ func (r *readToEnd) missing() string {
 
 // TestClaimSurvivesPartitionPropertiesFailures injects, through the
 // emulator, failures of the partition-properties call the source makes to
-// check each resume position while it claims the partitions: one partition
-// fails every attempt, the next one fails twice. Every partition must still
-// be read to its end, from its resume position on. (The SDK's processor
+// check each resume position while it claims the partitions: twelve calls
+// in a row, so that partitions fail their attempts of the first claim.
+// Every partition must still be read to its end, from its resume position
+// on. (The SDK's processor
 // registers a claimed partition before it asks for checkpoints and never
 // forgets it when that fails; a store that returned the error left every
 // partition of the claim owned and unread.)
@@ -107,7 +108,7 @@ func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
 		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy", Watermark: wm,
 	})
 	src := newSource(t, ctx, opts)
-	srv.FailPartitionProperties(4 + 2) // every attempt for one partition, two for the next
+	srv.FailPartitionProperties(12)
 	r := run(t, ctx, src, rec.handle)
 	waitFor(t, ctx, rec.done, r, "every partition read to its end", rec.missing)
 	if err := r.stop(); err != nil {

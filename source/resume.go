@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,10 @@ const (
 	storeAttempts = 4
 	storeBackoff  = 250 * time.Millisecond
 )
+
+// resumeParallelism bounds how many resume positions of one claim are
+// worked out at once (sink watermark reads, partition-properties calls).
+const resumeParallelism = 8
 
 // retryStore runs call until it succeeds, fails with an error permanent
 // says is not worth retrying (nil: every error is), storeAttempts are used,
@@ -163,16 +168,37 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 	// expiration, and what is not done by then is tried at the next claim.
 	bctx, cancel := context.WithTimeout(ctx, r.s.opts.OwnershipExpiration/3)
 	defer cancel()
-	for _, id := range ids {
-		if listErr != nil {
+	if listErr != nil {
+		for _, id := range ids {
 			r.s.unresolve(id, fmt.Errorf("event hub %q partition %s: listing checkpoints: %w", r.s.hub, id, listErr))
-			continue
 		}
+		ids = nil
+	}
+	// The partitions of a claim are worked out side by side, so that one
+	// slow partition does not use the whole budget of the others.
+	type result struct {
+		resume *azeventhubs.Checkpoint
+		err    error
+	}
+	results := make([]result, len(ids))
+	sem := make(chan struct{}, resumeParallelism)
+	var wg sync.WaitGroup
+	for i, id := range ids {
 		var cp *azeventhubs.Checkpoint
 		if c, ok := byID[id]; ok {
 			cp = &c
 		}
-		resume, err := r.resume(bctx, id, cp)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i].resume, results[i].err = r.resume(bctx, id, cp)
+		}()
+	}
+	wg.Wait()
+	for i, id := range ids {
+		resume, err := results[i].resume, results[i].err
 		if err != nil {
 			// byID keeps the stored checkpoint (or none): a valid position
 			// for the client the processor opens and Run closes unread.
