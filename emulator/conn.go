@@ -184,7 +184,14 @@ func closeReasonOf(err error) closeReason {
 var (
 	errClientClosed = errors.New("client closed the connection")
 	errIdle         = errors.New("client idle too long")
+	errTornDown     = errors.New("connection already torn down")
 )
+
+func (c *conn) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
 
 func (c *conn) closedReason() closeReason {
 	c.mu.Lock()
@@ -465,6 +472,12 @@ func (c *conn) readLoop(buf []byte) error {
 
 // handleFrame decodes one frame and dispatches it.
 func (c *conn) handleFrame(f amqp.Frame) error {
+	if c.isClosing() {
+		// Torn down meanwhile (the writer failed because the client hung
+		// up, or Shutdown): the sessions are gone, so frames still in the
+		// read buffer would look illegal. Stop reading instead.
+		return errTornDown
+	}
 	if f.Header.Type != amqp.FrameAMQP {
 		return errProto(amqp.ErrNotAllowed, "frame type %d after open", f.Header.Type)
 	}

@@ -1,7 +1,9 @@
 package emulator
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"testing"
 
 	goamqp "github.com/Azure/go-amqp"
@@ -333,4 +335,33 @@ func TestRPCReplyRouting(t *testing.T) {
 			r.stillServes(1)
 		})
 	}
+}
+
+// TestFramesAfterTeardownAreNotProtocolErrors: when the writer tears the
+// connection down because the client hung up (pyamqp closes its socket
+// right after its last detaches), frames still in the read buffer meet a
+// connection without sessions. They end the read loop; they are not the
+// client's protocol error.
+func TestFramesAfterTeardownAreNotProtocolErrors(t *testing.T) {
+	srv := startEmulator(t, Config{})
+	server, client := net.Pipe()
+	defer client.Close()
+	c := newConn(srv, server)
+	c.opened = true
+	if err := c.onBegin(1, &amqp.Begin{IncomingWindow: 10, OutgoingWindow: 10}); err != nil {
+		t.Fatal(err)
+	}
+	c.teardown(closeIOError, nil)
+	f, _, err := amqp.NextFrame(frameBytes(t, 1, &amqp.Detach{Handle: 1, Closed: true}), maxFrameIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe *protoError
+	if err := c.handleFrame(f); errors.As(err, &pe) {
+		t.Fatalf("a frame read after teardown is a protocol error: %v", err)
+	}
+	if r := c.closedReason(); r != closeIOError {
+		t.Fatalf("close reason %s, want io-error", r)
+	}
+	server.Close()
 }
