@@ -57,6 +57,19 @@ func BenchmarkE2E(b *testing.B) {
 	events := per * partitions
 	drains := envInt(b, "DRAINS", defaultDrains)
 	rawBatch := envInt(b, "RAW_BATCH", defaultRawBatch)
+	// RUNS lists the ehsink runs (default append,upsert,parquet); SOURCE
+	// and CHECKPOINT add settings to their source and checkpoint blocks
+	// (the inside of a YAML flow mapping, such as "prefetch: 1000"): all
+	// three to explore defaults, not for the reported figures.
+	runs := map[string]bool{"append": true, "upsert": true, "parquet": true}
+	if v := os.Getenv("RUNS"); v != "" {
+		runs = map[string]bool{}
+		for _, r := range strings.Split(v, ",") {
+			runs[r] = true
+		}
+	}
+	source := os.Getenv("SOURCE")
+	checkpoint := os.Getenv("CHECKPOINT")
 	if b.N != 1 {
 		b.Fatalf("b.N = %d: run with -benchtime 1x (one measurement is minutes long)", b.N)
 	}
@@ -88,31 +101,37 @@ func BenchmarkE2E(b *testing.B) {
 	slices.SortFunc(raws, func(x, y result) int { return cmp.Compare(x.elapsed, y.elapsed) })
 	drain := raws[len(raws)/2]
 
-	cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
-	copyRes := result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
-	b.Logf("raw COPY: %.0f rows/s", copyRes.rate())
-	mg := rawMerge(b, pg.NewDatabase(b), pm, per, rawBatch)
-	mergeRes := result{events: events, elapsed: mg.elapsed, serverCPU: mg.serverCPU}
-	b.Logf("raw merge: %.0f rows/s", mergeRes.rate())
-
 	toPostgres := func(mode string) result {
 		dsn := pg.NewDatabase(b)
 		sink := fmt.Sprintf("type: postgres\n      dsn: %q\n      table: orders\n      mode: %s\n      create_table: true\n", dsn, mode)
 		if mode == "upsert" {
 			sink += "      key: [order_id]\n"
 		}
-		r := runEhsink(b, bin, conns[0], last, sink+"      columns:"+columnsYAML, pm, events)
+		r := runEhsink(b, bin, conns[0], source, checkpoint, last, sink+"      columns:"+columnsYAML, pm, events)
 		if n := countRows(b, dsn, "orders"); n != events {
 			b.Fatalf("%s: the table holds %d rows, want %d", mode, n, events)
 		}
 		b.Logf("ehsink → %s: %.0f events/s", mode, r.rate())
 		return r
 	}
-	appendRes := toPostgres("append")
-	upsertRes := toPostgres("upsert")
-	pq := fmt.Sprintf("type: parquet\n      dir: %q\n      max_rows: %d\n      columns:%s", filepath.Join(b.TempDir(), "parquet"), per, columnsYAML)
-	parquetRes := runEhsink(b, bin, conns[0], last, pq, 0, events)
-	b.Logf("ehsink → parquet: %.0f events/s", parquetRes.rate())
+	var copyRes, mergeRes, appendRes, upsertRes, parquetRes result
+	if runs["append"] {
+		cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
+		copyRes = result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
+		b.Logf("raw COPY: %.0f rows/s", copyRes.rate())
+		appendRes = toPostgres("append")
+	}
+	if runs["upsert"] {
+		mg := rawMerge(b, pg.NewDatabase(b), pm, per, rawBatch)
+		mergeRes = result{events: events, elapsed: mg.elapsed, serverCPU: mg.serverCPU}
+		b.Logf("raw merge: %.0f rows/s", mergeRes.rate())
+		upsertRes = toPostgres("upsert")
+	}
+	if runs["parquet"] {
+		pq := fmt.Sprintf("type: parquet\n      dir: %q\n      max_rows: %d\n      columns:%s", filepath.Join(b.TempDir(), "parquet"), per, columnsYAML)
+		parquetRes = runEhsink(b, bin, conns[0], source, checkpoint, last, pq, 0, events)
+		b.Logf("ehsink → parquet: %.0f events/s", parquetRes.rate())
+	}
 
 	// The table.
 	src := drain.rate()
@@ -128,15 +147,25 @@ func BenchmarkE2E(b *testing.B) {
 		rates = append(rates, fmt.Sprintf("%.0fk", r.rate()/1000))
 	}
 	out := &strings.Builder{}
+	if source != "" || checkpoint != "" {
+		fmt.Fprintf(out, "\nSOURCE: %q, CHECKPOINT: %q (not the defaults)", source, checkpoint)
+	}
 	fmt.Fprintf(out, "\nbench-e2e, %s: %d events (%d per partition, %d B of JSON on average), %s, Go %s, load average at start %s\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), events, per, bodyBytes/int64(events), machine(), runtime.Version(), load)
 	fmt.Fprintln(out, "| run | events/s | ÷ ceiling | CPU µs/event | ÷ raw drain's | PostgreSQL CPU µs/row | peak RSS |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
 	fmt.Fprintf(out, "| raw SDK drain: source ceiling (median of %s) | %.0f | 1 | %.1f | 1 | – | %s |\n",
 		strings.Join(rates, ", "), src, cpuPer(drain), mib(drain.peakRSS))
-	fmt.Fprintf(out, "| raw pgx.CopyFrom, %d rows per COPY: append ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, copyRes.rate(), srvPer(copyRes))
-	fmt.Fprintf(out, "| raw merge by hand, %d rows per transaction: upsert ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, mergeRes.rate(), srvPer(mergeRes))
+	if runs["append"] {
+		fmt.Fprintf(out, "| raw pgx.CopyFrom, %d rows per COPY: append ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, copyRes.rate(), srvPer(copyRes))
+	}
+	if runs["upsert"] {
+		fmt.Fprintf(out, "| raw merge by hand, %d rows per transaction: upsert ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, mergeRes.rate(), srvPer(mergeRes))
+	}
 	row := func(name string, r result, sink float64, ceiling string) {
+		if r.events == 0 {
+			return // not run
+		}
 		c := min(src, sink)
 		if sink >= src {
 			ceiling = "source"
@@ -188,21 +217,25 @@ func runSend(b *testing.B, bin, conn string, events int) result {
 // (the YAML of its sink block) and measures it from its start to the
 // moment its metrics show every partition's sink watermark at the last
 // event; then it stops it with SIGINT and expects exit status 0.
-func runEhsink(b *testing.B, bin, conn string, last map[string]int64, sink string, postmaster, events int) result {
+func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[string]int64, sink string, postmaster, events int) result {
 	b.Helper()
 	dir := b.TempDir()
+	extraSource, extraCheckpoint := "", ""
+	if source != "" {
+		extraSource = ", " + source
+	}
+	if checkpoint != "" {
+		extraCheckpoint = ", " + checkpoint
+	}
 	cfg := fmt.Sprintf(`connectors:
   - name: bench
-    source:
-      connection: %q
-      load_balancing: {strategy: greedy}
-    checkpoint:
-      file: {dir: %q}
+    source: {connection: %q, load_balancing: {strategy: greedy}%s}
+    checkpoint: {file: {dir: %q}%s}
     errors:
       dead_letter: {dir: %q}
     sink:
       %s
-`, conn, filepath.Join(dir, "checkpoints"), filepath.Join(dir, "dead-letters"), sink)
+`, conn, extraSource, filepath.Join(dir, "checkpoints"), extraCheckpoint, filepath.Join(dir, "dead-letters"), sink)
 	path := filepath.Join(dir, "connectors.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		b.Fatal(err)
