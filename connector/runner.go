@@ -33,7 +33,9 @@ var ErrSinkUnavailable = errors.New("sink unavailable")
 var ErrDrainIncomplete = errors.New("drain incomplete")
 
 // Partition is one owned partition as the runner drives it. The source
-// package provides it; tests use an in-memory one.
+// package provides it; tests use an in-memory one. The runner calls
+// Receive from one goroutine and Checkpoint from another, at the same
+// time: the next batch is received while the previous one is committed.
 type Partition interface {
 	// ID is the partition ID.
 	ID() string
@@ -217,15 +219,12 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 			err = r.errorf(src, "close sink writer: %w", cerr)
 		}
 	}()
+	batches, stopReceiving := receiveAhead(ctx, src, pr.mayReceive)
+	defer stopReceiving()
 	for {
-		if err := r.brk.waitReceive(ctx, time.Now(), r.opts.GiveUpAfter, pr.beat); err != nil {
-			if errors.Is(err, ErrSinkUnavailable) {
-				return pr.giveUp(err)
-			}
-			return pr.drain(ctx)
-		}
-		if paused, resumed := r.opts.pause.state(); paused {
-			if err := pr.hold(ctx, resumed); err != nil {
+		paused, changed := r.opts.pause.state()
+		if paused {
+			if err := pr.hold(ctx, changed); err != nil {
 				if errors.Is(err, errPartitionGone) {
 					return nil
 				}
@@ -236,10 +235,21 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 			}
 			continue
 		}
-		events, rerr := src.Receive(ctx)
+		var (
+			b  received
+			ok bool
+		)
+		select {
+		case b, ok = <-batches:
+		case <-changed:
+			continue // paused meanwhile: hold before taking more
+		}
+		events, rerr := b.events, b.err
 		switch {
-		case ctx.Err() != nil:
-			return pr.drain(ctx)
+		case errors.Is(rerr, ErrSinkUnavailable):
+			return pr.giveUp(rerr)
+		case ctx.Err() != nil || !ok:
+			return pr.drain(ctx, events)
 		case errors.Is(rerr, ErrOwnershipLost):
 			log.Info("partition lost; abandoning what was not flushed", "watermark", posAttr(pr.watermark))
 			return nil
@@ -255,11 +265,70 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 				return nil
 			}
 			if ctx.Err() != nil {
-				return pr.drain(ctx)
+				return pr.drain(ctx, nil)
 			}
 			return err
 		}
 	}
+}
+
+// mayReceive waits while the circuit breaker is open or the connector is
+// paused. It returns ctx.Err() when ctx ended first, and an error matching
+// ErrSinkUnavailable when the breaker stayed open past GiveUpAfter.
+func (pr *partitionRun) mayReceive(ctx context.Context) error {
+	for {
+		if err := pr.r.brk.waitReceive(ctx, time.Now(), pr.r.opts.GiveUpAfter, pr.beat); err != nil {
+			return err
+		}
+		paused, changed := pr.r.opts.pause.state()
+		if !paused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// received is the result of one Receive.
+type received struct {
+	events []sinks.Event
+	err    error
+}
+
+// receiveAhead calls src.Receive in a goroutine of its own and hands each
+// result over an unbuffered channel, so that the next batch is received
+// while the partition's goroutine writes, flushes and checkpoints the
+// previous one. At most one received batch waits besides the one in hand:
+// memory stays set by the batch size. The goroutine stops after handing
+// over an error, or when ctx ends (the channel is then closed). ready is
+// called before each Receive and may wait; its error is handed over as a
+// Receive's. stop cancels the goroutine and returns once it has stopped.
+func receiveAhead(ctx context.Context, src Partition, ready func(context.Context) error) (batches <-chan received, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan received)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(out)
+		for {
+			var events []sinks.Event
+			err := ready(ctx)
+			if err == nil {
+				events, err = src.Receive(ctx)
+			}
+			select {
+			case out <- received{events: events, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	return out, func() { cancel(); wg.Wait() }
 }
 
 func (r *Runner) errorf(src Partition, format string, args ...any) error {
@@ -292,7 +361,7 @@ func (pr *partitionRun) hold(ctx context.Context, resumed <-chan struct{}) error
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return pr.drain(ctx)
+		return pr.drain(ctx, nil)
 	case errors.Is(err, sinks.ErrFenced), errors.Is(err, ErrOwnershipLost):
 		pr.log.Info("partition lost while pausing; abandoning what was not flushed", "error", err)
 		return errPartitionGone
@@ -310,7 +379,7 @@ func (pr *partitionRun) hold(ctx context.Context, resumed <-chan struct{}) error
 		}
 		select {
 		case <-ctx.Done():
-			return pr.drain(ctx)
+			return pr.drain(ctx, nil)
 		case <-resumed:
 			pr.log.Info("partition resumed")
 			return nil
@@ -543,11 +612,20 @@ func (pr *partitionRun) giveUp(err error) error {
 	return pr.r.errorf(pr.src, "%w", err)
 }
 
-// drain finishes a partition after ctx was cancelled: what was written is
-// flushed and the committed watermark checkpointed, within DrainTimeout.
-func (pr *partitionRun) drain(ctx context.Context) error {
+// drain finishes a partition after ctx was cancelled: inHand (a batch
+// received before the stop) is written, what was written is flushed and
+// the committed watermark checkpointed, within DrainTimeout.
+func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.r.opts.DrainTimeout)
 	defer cancel()
+	n := len(inHand)
+	inHand = dedupe.After(inHand, pr.watermark)
+	pr.met.skippedEvents(n - len(inHand))
+	if len(inHand) > 0 {
+		if err := pr.write(dctx, inHand); err != nil {
+			return pr.r.errorf(pr.src, "%w: the batch in hand: %v", ErrDrainIncomplete, err)
+		}
+	}
 	// The causes are formatted with %v: a drain cut short by its timeout
 	// must not read as a plain cancellation (context.DeadlineExceeded).
 	if pr.written {
