@@ -19,9 +19,9 @@ const (
 	defaultConsumerGroup       = "$Default"
 	defaultStart               = "earliest"
 	defaultOnInvalidCheckpoint = "fail"
-	defaultBatchMaxEvents      = 500
+	defaultBatchMaxEvents      = 2000
 	defaultBatchMaxWait        = time.Second
-	defaultPrefetch            = 300
+	defaultPrefetch            = 2000
 	defaultStrategy            = "balanced"
 	defaultUpdateInterval      = 10 * time.Second
 	defaultOwnershipExpiration = 60 * time.Second

@@ -335,7 +335,7 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	s := c.Connectors[0]
 	want := SourceSpec{
 		Connection: "emulator", EventHub: "orders", ConsumerGroup: "$Default", Start: "earliest",
-		OnInvalidCheckpoint: "fail", Batch: BatchSpec{MaxEvents: 500, MaxWait: time.Second}, Prefetch: 300,
+		OnInvalidCheckpoint: "fail", Batch: BatchSpec{MaxEvents: 2000, MaxWait: time.Second}, Prefetch: 2000,
 		LoadBalancing: LoadBalancingSpec{Strategy: "balanced", UpdateInterval: 10 * time.Second, OwnershipExpiration: time.Minute},
 	}
 	if !reflect.DeepEqual(s.Source, want) {
@@ -394,7 +394,7 @@ func TestPrintRedactsAndRoundTrips(t *testing.T) {
 			t.Errorf("Print shows %q:\n%s", leak, out)
 		}
 	}
-	for _, want := range []string{"connection: '***'", "connection: emulator", "dsn: '***'", "type: fake", "batch_bytes: 64MiB", "max_wait: 500ms", "prefetch: 300", "consumer_group: $Default"} {
+	for _, want := range []string{"connection: '***'", "connection: emulator", "dsn: '***'", "type: fake", "batch_bytes: 64MiB", "max_wait: 500ms", "prefetch: 2000", "consumer_group: $Default"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("Print lacks %q:\n%s", want, out)
 		}

@@ -103,7 +103,8 @@ type SourceSpec struct {
 	// Batch bounds each batch handed to the sink.
 	Batch BatchSpec `yaml:"batch"`
 	// Prefetch is the number of events the client keeps ready per partition.
-	// If zero, 300; negative disables prefetch.
+	// If zero, 2000 (as many as a batch, so that a batch does not wait for
+	// credit round trips); negative disables prefetch.
 	Prefetch int `yaml:"prefetch"`
 	// LoadBalancing configures how replicas share partitions.
 	LoadBalancing LoadBalancingSpec `yaml:"load_balancing"`
@@ -111,7 +112,8 @@ type SourceSpec struct {
 
 // BatchSpec bounds a batch.
 type BatchSpec struct {
-	// MaxEvents is the most events in one batch. If zero, 500.
+	// MaxEvents is the most events in one batch. If zero, 2000 (measured:
+	// at 500, flushes and checkpoints cost a quarter more CPU per event).
 	MaxEvents int `yaml:"max_events"`
 	// MaxWait is how long to wait to fill a batch before handing over what
 	// arrived. If zero, 1s.

@@ -17,7 +17,8 @@ import (
 
 // Defaults applied to zero fields of [Options].
 const (
-	DefaultMaxEvents           = 500
+	DefaultMaxEvents           = 2000
+	DefaultPrefetch            = 2000
 	DefaultMaxWait             = time.Second
 	DefaultUpdateInterval      = 10 * time.Second
 	DefaultOwnershipExpiration = time.Minute
@@ -50,13 +51,12 @@ type Options struct {
 	// partition's last event or before its retained start: "fail" (Run
 	// returns ErrInvalidCheckpoint), "earliest" or "latest". If empty, fail.
 	OnInvalidCheckpoint string
-	// MaxEvents is the most events one Receive returns. If zero, 500.
+	// MaxEvents is the most events one Receive returns. If zero, 2000.
 	MaxEvents int
 	// MaxWait is the longest one Receive waits for MaxEvents. If zero, 1s.
 	MaxWait time.Duration
 	// Prefetch is the number of events the SDK keeps ready per partition. If
-	// zero, the SDK's 300; negative disables prefetch (MaxEvents is then at
-	// most 5000).
+	// zero, 2000; negative disables prefetch (MaxEvents is then at most 5000).
 	Prefetch int
 	// Strategy is the SDK load-balancing strategy, "balanced" or "greedy".
 	// If empty, balanced.
@@ -104,6 +104,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = DefaultMaxWait
+	}
+	if o.Prefetch == 0 {
+		o.Prefetch = DefaultPrefetch
 	}
 	if o.Strategy == "" {
 		o.Strategy = string(azeventhubs.ProcessorStrategyBalanced)

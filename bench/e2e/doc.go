@@ -9,7 +9,8 @@
 //
 //   - the raw SDK drain: a child process with one ConsumerClient and one
 //     PartitionClient per partition, each asking only for what its
-//     partition still holds (at most the source's default batch per call);
+//     partition still holds (at most the source's default batch per call,
+//     with its default prefetch);
 //     the median of several drains is the source ceiling;
 //   - raw pgx.CopyFrom of the same rows (the append sink ceiling) and a raw
 //     merge done by hand: COPY into a temporary table and INSERT … ON

@@ -266,9 +266,9 @@ func startDrain(b *testing.B, conn string, counts map[string]int64, batch int) *
 }
 
 // drainMain is the drain child: one ConsumerClient, one PartitionClient per
-// partition from earliest with the SDK's default prefetch, each goroutine
-// calling ReceiveEvents for min(batch, what its partition still holds)
-// until it has every event.
+// partition from earliest with a prefetch of batch, each goroutine calling
+// ReceiveEvents for min(batch, what its partition still holds) until it
+// has every event.
 func drainMain() int {
 	ctx := context.Background()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "drain:", err); return 1 }
@@ -292,7 +292,7 @@ func drainMain() int {
 		if err != nil {
 			return fail(err)
 		}
-		pc, err := cc.NewPartitionClient(id, &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: new(true)}})
+		pc, err := cc.NewPartitionClient(id, &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: new(true)}, Prefetch: int32(batch)})
 		if err != nil {
 			return fail(err)
 		}

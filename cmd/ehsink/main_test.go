@@ -143,7 +143,7 @@ func TestPrintRedacts(t *testing.T) {
 			t.Errorf("--print shows %q:\n%s", leak, out)
 		}
 	}
-	for _, want := range []string{"connection: '***'", "connection: emulator", "dsn: '***'", "max_events: 500", "drain_timeout: 30s", "type: parquet", "dir: /tmp/ehsink-test-state"} {
+	for _, want := range []string{"connection: '***'", "connection: emulator", "dsn: '***'", "max_events: 2000", "drain_timeout: 30s", "type: parquet", "dir: /tmp/ehsink-test-state"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--print lacks %q:\n%s", want, out)
 		}
