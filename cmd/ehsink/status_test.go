@@ -101,6 +101,36 @@ connectors:
 		}
 	}
 
+	// --watch redraws in place until interrupted; from the second draw on
+	// the rate column has a value (0.0 on an idle hub).
+	const clear = "\x1b[H\x1b[2J"
+	wctx, wcancel := context.WithCancel(t.Context())
+	wout, werr := newSyncBuffer(), newSyncBuffer()
+	watched := make(chan int, 1)
+	go func() {
+		watched <- dispatch(wctx, []string{"status", "--addr", addr, "--watch", "--interval", "200ms"}, wout, werr)
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); strings.Count(wout.String(), clear) < 3; {
+		select {
+		case code := <-watched:
+			t.Fatalf("status --watch exited %d before it was interrupted: %s", code, werr.String())
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status --watch drew %d times in a minute:\n%s", strings.Count(wout.String(), clear), wout.String())
+		}
+	}
+	tick.Stop()
+	wcancel()
+	if code := <-watched; code != exitOK {
+		t.Errorf("status --watch exited %d after the interrupt: %s", code, werr.String())
+	}
+	draws := strings.Split(wout.String(), clear)
+	if last := draws[len(draws)-1]; !strings.Contains(last, " 0.0\n") {
+		t.Errorf("a later draw has no rate:\n%s", last)
+	}
+
 	if code, _, errOut := cli(t, "status", "--addr", "127.0.0.1:1"); code != exitFailure || !strings.Contains(errOut, "/v1/connectors") {
 		t.Errorf("status against nothing: exit %d, %q; want 1 naming the request", code, errOut)
 	}
