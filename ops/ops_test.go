@@ -427,3 +427,24 @@ func TestRoutesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofOnlyWhenEnabled: /debug/pprof/ is not served unless asked for.
+func TestPprofOnlyWhenEnabled(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		api, err := ops.Serve("127.0.0.1:0", ops.Options{Control: connector.NewControl(), Pprof: enabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + api.Addr().String() + "/debug/pprof/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[enabled]; resp.StatusCode != want {
+			t.Errorf("pprof %v: GET /debug/pprof/ = %d, want %d", enabled, resp.StatusCode, want)
+		}
+		if err := api.Shutdown(t.Context()); err != nil {
+			t.Error(err)
+		}
+	}
+}
