@@ -8,7 +8,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 CONFIG   ?= connectors.yaml
 FUZZTIME ?= 5s
 
-.PHONY: help build build-static image run test unit fuzz lint tools services bench bench-e2e chaos chaos-short clean
+.PHONY: help build build-static config-test image run test unit fuzz lint tools services bench bench-e2e chaos chaos-short clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ build-static: ## build STATIC_BIN: CGO_ENABLED=0, trimmed paths, no dynamic load
 	@if LC_ALL=C readelf -l $(STATIC_BIN) 2>/dev/null | grep -q 'Requesting program interpreter'; then echo "$(STATIC_BIN): dynamically linked"; exit 1; fi
 	@echo "$(STATIC_BIN): static"
 
+config-test: build-static ## run `ehsink test` over CONFIG and its tests (connectors_test.yaml): mappings checked, no services
+	./$(STATIC_BIN) test -c $(CONFIG)
+
 image: ## build the container image IMAGE (needs docker or podman; the build stage runs make build-static)
 	$(or $(shell command -v docker 2>/dev/null),$(shell command -v podman 2>/dev/null),$(error make image: neither docker nor podman found)) \
 	  build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
@@ -34,7 +37,7 @@ image: ## build the container image IMAGE (needs docker or podman; the build sta
 run: build ## run the connectors in connectors.yaml (the shipped one needs nothing but Go)
 	./$(BIN) run -c $(CONFIG)
 
-test: tools lint build-static unit fuzz ## everything CI runs: services, gofmt + vet, the static (container) build, unit and integration tests (-race), short fuzzing
+test: tools lint build-static config-test unit fuzz ## everything CI runs: services, gofmt + vet, the static (container) build, unit and integration tests (-race), short fuzzing
 
 unit: ## go test -race over every package, then the deploy/ module (Dockerfile, Kubernetes manifests)
 	$(GO) test -race -count=1 -timeout 30m ./...

@@ -48,6 +48,7 @@ func commands() []command {
 	return []command{
 		{"run", "run the connectors of a connectors.yaml", runRun},
 		{"validate", "check a connectors.yaml and report every problem; --print shows the effective config", runValidate},
+		{"test", "run the unit tests of a config: events in, expected rows or dead letters out, no services", runTest},
 		{"emulator", "run the built-in Event Hubs emulator (AMQP 1.0) for local development", runEmulator},
 		{"send", "send events (lines or demo orders) to an event hub", runSend},
 		{"checkpoints", "list checkpoints and owners with lag, or reset them", runCheckpoints},

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/ehsink/ehsink/conntest"
+	"github.com/ehsink/ehsink/connector"
+)
+
+const testUsage = `Usage: ehsink test [-c connectors.yaml] [--tests connectors_test.yaml]
+
+Runs the unit tests of a config: each case of the test file gives events to
+one connector and says the row, record or dead letter it must make of each.
+The events go through the connector's own mapping (and the stdout sink's own
+writer); no Event Hubs, database or storage is needed.
+
+  tests:
+    - name: an order becomes a row
+      connector: orders-to-parquet
+      events:
+        - body: {order_id: o-1, amount: 12.5, customer: {id: c-7}}
+          key: c-7
+          properties: {source: web}
+          partition: "2"
+          sequence_number: 41
+          enqueued_time: 2026-03-01T10:00:00Z
+      expect:
+        - row: {order_id: o-1, amount: 12.5, customer: c-7, seq: 41}
+    - name: an amount that is not a number is a dead letter
+      connector: orders-to-parquet
+      events: [{body: {order_id: o-2, amount: lots}}]
+      expect: [{dead_letter: 'column "amount"'}]
+
+A failing case prints, per event, the expected and the actual value of each
+column that differs. The test file defaults to the config's name with _test
+before the extension.
+
+Exit status: 0 every case passed, 1 a case failed, 2 an invalid config or
+test file (every problem with its path) or bad usage.
+`
+
+// runTest is `ehsink test`.
+func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("test", testUsage)
+	path := fs.String("c", "connectors.yaml", "the config `file`")
+	tests := fs.String("tests", "", "the test `file` (default: the config's name with _test, such as connectors_test.yaml)")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if *tests == "" {
+		*tests = conntest.DefaultPath(*path)
+	}
+	cfg, err := connector.Load(*path, connector.LoadOptions{})
+	if err != nil {
+		printProblems(stderr, *path, err)
+		return exitUsage
+	}
+	f, err := conntest.ReadFile(*tests)
+	if err == nil {
+		var res conntest.Result
+		if res, err = conntest.Run(ctx, cfg, *tests, f, stdout); err == nil && res.Failed > 0 {
+			return exitFailure
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink test: %v\n", err)
+		return exitUsage
+	}
+	return exitOK
+}

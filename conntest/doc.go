@@ -1,0 +1,43 @@
+// Package conntest runs the unit tests of a connectors.yaml: a test file
+// lists, per connector, input events and the rows, records or dead letters
+// the connector must make of them. The events go through the same mapping
+// code the sinks run (the columns decoded from the connector's `sink:`
+// block, compiled by package mapping) and, for the stdout sink, through the
+// sink's own writer; no Event Hubs, database or storage is involved.
+//
+// A test file:
+//
+//	tests:
+//	  - name: an order becomes a row
+//	    connector: orders-to-parquet
+//	    events:
+//	      - body: {order_id: o-1, amount: 12.5, customer: {id: c-7}}
+//	        key: c-7                      # the partition key
+//	        properties: {source: web}     # application properties
+//	        partition: "2"                # if empty, "0"
+//	        sequence_number: 41           # if absent, the event's index in the case
+//	        enqueued_time: 2026-03-01T10:00:00Z   # if empty, 2026-01-01T00:00:00Z
+//	    expect:
+//	      - row: {order_id: o-1, amount: 12.5, customer: c-7, seq: 41}
+//	  - name: a bad amount is a dead letter
+//	    connector: orders-to-parquet
+//	    events: [{body: {order_id: o-2, amount: lots}}]
+//	    expect: [{dead_letter: 'column "amount"'}]
+//
+// A body that is a YAML string is sent as is (write JSON text in a string to
+// keep the exact text of its numbers); any other body is encoded as JSON.
+// Each event has one expectation, in order:
+//
+//   - row: column → value, for sinks with a column mapping (postgres,
+//     parquet, custom sinks whose config has a mapping.Columns field).
+//     Values are compared after the column's type conversion: numbers by
+//     value, timestamps as instants, json columns as JSON. Columns not
+//     listed are not checked; null expects NULL.
+//   - record: for the stdout sink, the envelope fields to check (json
+//     format), or the whole line (raw format).
+//   - dead_letter: a substring of the reason the event is dead-lettered
+//     with.
+//
+// Checks that need the destination itself (PostgreSQL's column lengths and
+// constraints, a sink's commit) are out of reach without it and not made.
+package conntest

@@ -1,0 +1,182 @@
+package conntest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ehsink/ehsink/config"
+)
+
+// expectation is an [Expect] checked against its connector.
+type expectation struct {
+	deadLetter *string
+	cols       []string // the mapping's column names, to print a row
+	row        []wantColumn
+	fields     []wantField // a json record's fields
+	rawRecord  *string     // a raw record's line
+}
+
+type wantColumn struct {
+	index int
+	name  string
+	want  value
+}
+
+type wantField struct {
+	name string
+	want value
+}
+
+func prepareExpect(t target, e *Expect) (expectation, error) {
+	set := 0
+	for _, isSet := range []bool{e.Row != nil, e.Record != nil, e.DeadLetter != nil} {
+		if isSet {
+			set++
+		}
+	}
+	if set != 1 {
+		return expectation{}, errors.New("want exactly one of row, record and dead_letter")
+	}
+	var x expectation
+	var errs []error
+	switch t := t.(type) {
+	case *mapTarget:
+		cols := t.mapper.Columns()
+		x.cols = cols.Names()
+		if e.Record != nil {
+			return x, &config.Error{Path: "record", Err: errors.New("this connector's sink has columns: use row")}
+		}
+		for _, name := range slices.Sorted(maps.Keys(e.Row)) {
+			v := e.Row[name]
+			i := cols.Index(name)
+			if i < 0 {
+				hint := ""
+				if near := config.Suggest(name, x.cols); near != "" {
+					hint = "did you mean " + near + "? "
+				}
+				errs = append(errs, &config.Error{Path: "row." + name, Err: fmt.Errorf("not a column of the connector (%scolumns: %s)", hint, strings.Join(x.cols, ", "))})
+				continue
+			}
+			want, err := wantValue(cols[i], v)
+			if err != nil {
+				errs = append(errs, &config.Error{Path: "row." + name, Err: err})
+				continue
+			}
+			x.row = append(x.row, wantColumn{index: i, name: name, want: want})
+		}
+		slices.SortFunc(x.row, func(a, b wantColumn) int { return a.index - b.index })
+	case *stdoutTarget:
+		if e.Row != nil {
+			return x, &config.Error{Path: "row", Err: errors.New("the stdout sink writes records, not rows: use record")}
+		}
+		if e.Record == nil {
+			break
+		}
+		if t.cfg.Format == "raw" {
+			s, ok := e.Record.(string)
+			if !ok {
+				return x, &config.Error{Path: "record", Err: errors.New("want the line as a string (format: raw)")}
+			}
+			x.rawRecord = &s
+			break
+		}
+		fields, ok := e.Record.(map[string]any)
+		if !ok {
+			return x, &config.Error{Path: "record", Err: errors.New("want a map of envelope fields (format: json), such as {partition: \"0\", body: {...}}")}
+		}
+		for _, name := range slices.Sorted(maps.Keys(fields)) {
+			v := fields[name]
+			raw, err := json.Marshal(v)
+			if err != nil {
+				errs = append(errs, &config.Error{Path: "record." + name, Err: err})
+				continue
+			}
+			x.fields = append(x.fields, wantField{name: name, want: jsonValue(raw)})
+		}
+	}
+	x.deadLetter = e.DeadLetter
+	return x, errors.Join(errs...)
+}
+
+// check compares got with x and returns the difference, one indented line
+// per problem, or "" when got meets x.
+func (x *expectation) check(got outcome) string {
+	const indent = "      "
+	if x.deadLetter != nil {
+		switch {
+		case got.reason == "":
+			return fmt.Sprintf("%swant a dead letter containing %q, got %s\n", indent, *x.deadLetter, x.describe(got))
+		case got.stops:
+			return fmt.Sprintf("%swant a dead letter containing %q, got %s\n", indent, *x.deadLetter, x.describe(got))
+		case !strings.Contains(got.reason, *x.deadLetter):
+			return fmt.Sprintf("%swant a dead letter containing %q, got one with the reason %q\n", indent, *x.deadLetter, got.reason)
+		}
+		return ""
+	}
+	if got.reason != "" {
+		what := "a row"
+		if x.row == nil {
+			what = "a record"
+		}
+		return fmt.Sprintf("%swant %s, got %s\n", indent, what, x.describe(got))
+	}
+	var b strings.Builder
+	for _, c := range x.row {
+		if g := got.row[c.index]; g.key != c.want.key {
+			fmt.Fprintf(&b, "%scolumn %s: want %s, got %s\n", indent, c.name, c.want.show, g.show)
+		}
+	}
+	if x.rawRecord != nil && string(got.record) != *x.rawRecord {
+		fmt.Fprintf(&b, "%srecord: want %q, got %q\n", indent, *x.rawRecord, got.record)
+	}
+	if len(x.fields) > 0 {
+		var env map[string]json.RawMessage
+		if err := json.Unmarshal(got.record, &env); err != nil {
+			return fmt.Sprintf("%swant a JSON record, got %q\n", indent, got.record)
+		}
+		for _, f := range x.fields {
+			show := "absent"
+			if raw, ok := env[f.name]; ok {
+				g := jsonValue(raw)
+				if g.key == f.want.key {
+					continue
+				}
+				show = g.show
+			}
+			fmt.Fprintf(&b, "%srecord field %s: want %s, got %s\n", indent, f.name, f.want.show, show)
+		}
+	}
+	return b.String()
+}
+
+// describe says in a phrase what the connector made of an event.
+func (x *expectation) describe(got outcome) string {
+	switch {
+	case got.stops:
+		return "a failure that stops the connector (errors.tolerance: none): " + got.reason
+	case got.reason != "":
+		return "a dead letter: " + got.reason
+	case got.row != nil:
+		parts := make([]string, len(got.row))
+		for i, v := range got.row {
+			parts[i] = x.cols[i] + "=" + v.show
+		}
+		return "a row: " + strings.Join(parts, " ")
+	}
+	return "the record " + strconv.Quote(string(got.record))
+}
+
+// parseTime parses an RFC 3339 time into UTC.
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("not an RFC 3339 time such as 2026-03-01T10:00:00Z")
+	}
+	return t.UTC(), nil
+}

@@ -1,0 +1,289 @@
+package conntest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ehsink/ehsink/config"
+	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/postgres"
+	"github.com/ehsink/ehsink/sinks/stdout"
+)
+
+// Result counts the cases of a run.
+type Result struct {
+	// Cases is the number of cases run.
+	Cases int
+	// Failed is the number of cases with at least one event that did not
+	// meet its expectation.
+	Failed int
+}
+
+// Run runs every case of f against the connectors of cfg, in order, and
+// writes a PASS line per passing case and a FAIL block with the difference
+// per failing one to w; testPath names the file in the report. A file that
+// does not fit the connectors (an unknown connector or column, a row
+// expected of the stdout sink, an expected value its column cannot hold) is
+// a [*MalformedError] and nothing is run.
+func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w io.Writer) (Result, error) {
+	cases, err := prepare(cfg, testPath, f)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Cases: len(cases)}
+	for _, c := range cases {
+		var diff strings.Builder
+		for i := range c.events {
+			got := c.target.apply(ctx, &c.events[i])
+			if msg := c.expect[i].check(got); msg != "" {
+				fmt.Fprintf(&diff, "    event %d (partition %s, sequence number %d):\n%s",
+					i+1, c.events[i].Partition, c.events[i].SequenceNumber, msg)
+			}
+		}
+		name := fmt.Sprintf("%s: %q (connector %s)", testPath, c.name, c.connector)
+		if diff.Len() == 0 {
+			fmt.Fprintf(w, "PASS %s\n", name)
+			continue
+		}
+		res.Failed++
+		fmt.Fprintf(w, "FAIL %s\n%s", name, diff.String())
+	}
+	if res.Failed > 0 {
+		fmt.Fprintf(w, "FAIL %s: %d of %d cases failed\n", testPath, res.Failed, res.Cases)
+	} else {
+		fmt.Fprintf(w, "ok %s: %d cases passed\n", testPath, res.Cases)
+	}
+	return res, nil
+}
+
+// preparedCase is a case checked against its connector, ready to run.
+type preparedCase struct {
+	name, connector string
+	target          target
+	events          []sinks.Event
+	expect          []expectation
+}
+
+// outcome is what a connector made of one event: a row, a record, or a
+// dead letter (or a stop, under errors.tolerance: none).
+type outcome struct {
+	row    []value
+	record []byte
+	reason string // set for a dead letter or a stop
+	stops  bool   // the connector would stop instead of dead-lettering
+}
+
+// target is a connector's sink as far as it can run without its service.
+type target interface {
+	apply(ctx context.Context, ev *sinks.Event) outcome
+}
+
+func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, error) {
+	var problems []*config.Error
+	add := func(path string, err error) { problems = append(problems, &config.Error{Path: path, Err: err}) }
+	if len(f.Tests) == 0 {
+		add("tests", errors.New("no test cases"))
+	}
+	targets := map[string]target{}
+	specs := map[string]*connector.Spec{}
+	var names []string
+	for i := range cfg.Connectors {
+		specs[cfg.Connectors[i].Name] = &cfg.Connectors[i]
+		names = append(names, cfg.Connectors[i].Name)
+	}
+	var out []preparedCase
+	for i, tc := range f.Tests {
+		path := fmt.Sprintf("tests[%d]", i)
+		if tc.Name == "" {
+			add(path+".name", errors.New("required"))
+		}
+		spec := specs[tc.Connector]
+		if spec == nil {
+			add(path+".connector", fmt.Errorf("unknown connector %q (connectors: %s)", tc.Connector, strings.Join(names, ", ")))
+			continue
+		}
+		t, ok := targets[tc.Connector]
+		if !ok {
+			var err error
+			if t, err = newTarget(spec); err != nil {
+				add(path+".connector", err)
+				continue
+			}
+			targets[tc.Connector] = t
+		}
+		if len(tc.Events) == 0 {
+			add(path+".events", errors.New("at least one event is required"))
+		}
+		if len(tc.Expect) != len(tc.Events) {
+			add(path+".expect", fmt.Errorf("%d expectations for %d events (want one per event)", len(tc.Expect), len(tc.Events)))
+		}
+		pc := preparedCase{name: tc.Name, connector: tc.Connector, target: t}
+		for j := range tc.Events {
+			ev, err := tc.Events[j].event(j)
+			for _, p := range config.Errors(err) {
+				add(config.JoinPath(fmt.Sprintf("%s.events[%d]", path, j), p.Path), p.Err)
+			}
+			pc.events = append(pc.events, ev)
+		}
+		for j := range tc.Expect {
+			e, err := prepareExpect(t, &tc.Expect[j])
+			for _, p := range config.Errors(err) {
+				add(config.JoinPath(fmt.Sprintf("%s.expect[%d]", path, j), p.Path), p.Err)
+			}
+			pc.expect = append(pc.expect, e)
+		}
+		out = append(out, pc)
+	}
+	if len(problems) > 0 {
+		return nil, &MalformedError{Path: testPath, Problems: problems}
+	}
+	return out, nil
+}
+
+// event builds the event e describes; index is its place in its case.
+func (e *Event) event(index int) (sinks.Event, error) {
+	var errs []error
+	ev := sinks.Event{
+		Partition:    e.Partition,
+		Offset:       e.Offset,
+		PartitionKey: e.Key,
+		ContentType:  e.ContentType,
+		Properties:   e.Properties,
+	}
+	if ev.Partition == "" {
+		ev.Partition = "0"
+	}
+	ev.SequenceNumber = int64(index)
+	if e.SequenceNumber != nil {
+		ev.SequenceNumber = *e.SequenceNumber
+	}
+	if ev.Offset == "" {
+		ev.Offset = strconv.FormatInt(ev.SequenceNumber, 10)
+	}
+	ev.EnqueuedTime = e.EnqueuedTime.Time
+	if ev.EnqueuedTime.IsZero() {
+		ev.EnqueuedTime = DefaultEnqueuedTime
+	}
+	switch b := e.Body.(type) {
+	case nil:
+	case string:
+		ev.Body = []byte(b)
+	default:
+		body, err := json.Marshal(b)
+		if err != nil {
+			errs = append(errs, &config.Error{Path: "body", Err: fmt.Errorf("cannot encode as JSON: %w", err)})
+		}
+		ev.Body = body
+	}
+	return ev, errors.Join(errs...)
+}
+
+// newTarget builds what can run of spec's sink: the compiled column mapping
+// of a table-shaped sink, or the stdout sink's writer.
+func newTarget(spec *connector.Spec) (target, error) {
+	stops := spec.Errors.Tolerance == "none"
+	switch c := spec.Sink.Config.(type) {
+	case *stdout.Config:
+		return &stdoutTarget{cfg: *c, stops: stops}, nil
+	case *postgres.Config:
+		// The PostgreSQL sink makes its key columns non-nullable before
+		// compiling the mapping.
+		cols := slices.Clone(c.Columns)
+		for i := range cols {
+			if slices.Contains(c.Key, cols[i].Name) {
+				cols[i].Nullable = false
+			}
+		}
+		return newMapTarget(cols, stops)
+	}
+	cols, ok := columnsOf(spec.Sink.Config)
+	if !ok {
+		return nil, fmt.Errorf("connector %q: sink type %s has no column mapping to test", spec.Name, spec.Sink.Type)
+	}
+	return newMapTarget(cols, stops)
+}
+
+// columnsOf finds the mapping of a sink config: its field of type
+// mapping.Columns (the parquet sink's, or a custom sink's).
+func columnsOf(cfg any) (mapping.Columns, bool) {
+	v := reflect.ValueOf(cfg)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return nil, false
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil, false
+	}
+	colsType := reflect.TypeFor[mapping.Columns]()
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.IsExported() && f.Type == colsType {
+			return v.Field(i).Interface().(mapping.Columns), true
+		}
+	}
+	return nil, false
+}
+
+type mapTarget struct {
+	mapper *mapping.Mapper
+	stops  bool
+}
+
+func newMapTarget(cols mapping.Columns, stops bool) (*mapTarget, error) {
+	m, err := mapping.Compile(cols)
+	if err != nil {
+		return nil, fmt.Errorf("columns: %w", err)
+	}
+	return &mapTarget{mapper: m, stops: stops}, nil
+}
+
+func (t *mapTarget) apply(_ context.Context, ev *sinks.Event) outcome {
+	cols := t.mapper.Columns()
+	row := make([]any, len(cols))
+	if err := t.mapper.Map(ev, row); err != nil {
+		return outcome{reason: err.Error(), stops: t.stops}
+	}
+	out := outcome{row: make([]value, len(cols))}
+	for i, v := range row {
+		out.row[i] = gotValue(cols[i], v)
+	}
+	return out
+}
+
+type stdoutTarget struct {
+	cfg   stdout.Config
+	stops bool
+}
+
+// apply runs the stdout sink's own writer over ev, into a buffer.
+func (t *stdoutTarget) apply(ctx context.Context, ev *sinks.Event) outcome {
+	var buf bytes.Buffer
+	s := stdout.New(&buf, t.cfg)
+	w, _, err := s.Open(ctx, ev.Partition)
+	if err != nil {
+		return outcome{reason: err.Error(), stops: true}
+	}
+	defer w.Close(ctx)
+	if err := w.Write(ctx, []sinks.Event{*ev}); err != nil {
+		var be *sinks.BatchError
+		if errors.As(err, &be) && len(be.Failed) == 1 {
+			return outcome{reason: be.Failed[0].Err.Error(), stops: t.stops}
+		}
+		return outcome{reason: err.Error(), stops: true}
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		return outcome{reason: err.Error(), stops: true}
+	}
+	return outcome{record: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}
+}
