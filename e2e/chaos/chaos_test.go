@@ -155,7 +155,7 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 		h.parts = append(h.parts, strconv.Itoa(i))
 	}
 
-	h.pg = testenv.NewPostgres(t)
+	h.pg = testenv.NewCrashablePostgres(t)
 	h.dsn = h.pg.NewDatabase(t)
 	if err := createTables(ctx, h.dsn); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ type PostgresInstance struct {
 	dir      string // owns data/, the log and the socket; removed on Stop
 	port     int
 	asUser   string // OS user to run the server as ("" = ourselves)
+	durable  bool   // synchronous_commit on: a commit survives Crash
 	mu       sync.Mutex
 	stopped  bool
 	dbs      atomic.Int64 // counter for database names
@@ -91,6 +92,21 @@ func Postgres(t testing.TB) *PostgresInstance {
 func NewPostgres(t testing.TB) *PostgresInstance {
 	t.Helper()
 	inst, err := startPostgres(postgresBinDir(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(inst.shutdownAndRemove)
+	return inst
+}
+
+// NewCrashablePostgres is [NewPostgres] for tests that [PostgresInstance.Crash]
+// the server: commits are acknowledged only once their WAL is written
+// (synchronous_commit on), so a crash keeps every acknowledged commit, as a
+// production server does. fsync stays off: Crash ends the server's
+// processes, not the machine, so the page cache survives.
+func NewCrashablePostgres(t testing.TB) *PostgresInstance {
+	t.Helper()
+	inst, err := startPostgresWith(postgresBinDir(t), true)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -221,7 +237,11 @@ func (p *PostgresInstance) shutdownAndRemove() {
 }
 
 func (p *PostgresInstance) serverOptions() string {
-	return fmt.Sprintf("-c port=%d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", p.port, p.dir)
+	commit := "off"
+	if p.durable {
+		commit = "on"
+	}
+	return fmt.Sprintf("-c port=%d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c synchronous_commit=%s -c full_page_writes=off -c max_connections=200", p.port, p.dir, commit)
 }
 
 // pgctl runs pg_ctl on the instance's data directory and waits (-w) for the
@@ -283,15 +303,19 @@ func isExecutable(path string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// startPostgres creates a cluster in a new temp dir and starts it. As root
-// (the server refuses to run as root), the files belong to the postgres OS
-// user and the tools run through runuser.
-func startPostgres(binDir string) (*PostgresInstance, error) {
+// startPostgres starts a throwaway cluster whose commits are asynchronous
+// (fast; a Crash may lose the last ones).
+func startPostgres(binDir string) (*PostgresInstance, error) { return startPostgresWith(binDir, false) }
+
+// startPostgresWith creates a cluster in a new temp dir and starts it. As
+// root (the server refuses to run as root), the files belong to the
+// postgres OS user and the tools run through runuser.
+func startPostgresWith(binDir string, durable bool) (*PostgresInstance, error) {
 	dir, err := os.MkdirTemp("", "ehsink-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("postgres temp dir: %w", err)
 	}
-	p := &PostgresInstance{binDir: binDir, dir: dir, stopped: true}
+	p := &PostgresInstance{binDir: binDir, dir: dir, stopped: true, durable: durable}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {

@@ -54,3 +54,39 @@ func TestPostgresStopStart(t *testing.T) {
 		t.Fatalf("after restart: %d, %v", v, err)
 	}
 }
+
+// TestCrashablePostgresKeepsCommits proves a commit acknowledged just
+// before Crash (pg_ctl stop -m immediate) is there after Start.
+func TestCrashablePostgresKeepsCommits(t *testing.T) {
+	pg := testenv.NewCrashablePostgres(t)
+	ctx := context.Background()
+	dsn := pg.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := conn.Exec(ctx, "INSERT INTO kept VALUES ($1)", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+	if err := pg.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 200 {
+		t.Fatalf("after the crash: %d rows, %v; want 200", n, err)
+	}
+}
