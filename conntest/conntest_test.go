@@ -55,8 +55,8 @@ func TestFailingFilePrintsDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failed != 2 || res.Cases != 3 {
-		t.Errorf("result %+v, want 2 of 3 cases failed", res)
+	if res.Failed != 3 || res.Cases != 4 {
+		t.Errorf("result %+v, want 3 of 4 cases failed", res)
 	}
 	want, err := os.ReadFile("testdata/fail.golden")
 	if err != nil {

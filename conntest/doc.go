@@ -38,6 +38,7 @@
 //   - dead_letter: a substring of the reason the event is dead-lettered
 //     with.
 //
-// Checks that need the destination itself (PostgreSQL's column lengths and
-// constraints, a sink's commit) are out of reach without it and not made.
+// Checks made at or next to the destination (PostgreSQL's column lengths
+// and constraints, the PostgreSQL writer's refusal of NUL characters, a
+// sink's commit) are not made.
 package conntest

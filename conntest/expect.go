@@ -115,7 +115,7 @@ func (x *expectation) check(got outcome) string {
 		case got.stops:
 			return fmt.Sprintf("%swant a dead letter containing %q, got %s\n", indent, *x.deadLetter, x.describe(got))
 		case !strings.Contains(got.reason, *x.deadLetter):
-			return fmt.Sprintf("%swant a dead letter containing %q, got one with the reason %q\n", indent, *x.deadLetter, got.reason)
+			return fmt.Sprintf("%swant a dead letter containing %q, got one with the reason %q\n", indent, *x.deadLetter, strings.ReplaceAll(got.reason, "\n", "; "))
 		}
 		return ""
 	}
@@ -155,13 +155,15 @@ func (x *expectation) check(got outcome) string {
 	return b.String()
 }
 
-// describe says in a phrase what the connector made of an event.
+// describe says in a phrase what the connector made of an event. The
+// reasons of several failing columns, one per line, are put on one.
 func (x *expectation) describe(got outcome) string {
+	reason := strings.ReplaceAll(got.reason, "\n", "; ")
 	switch {
 	case got.stops:
-		return "a failure that stops the connector (errors.tolerance: none): " + got.reason
+		return "a failure that stops the connector (errors.tolerance: none): " + reason
 	case got.reason != "":
-		return "a dead letter: " + got.reason
+		return "a dead letter: " + reason
 	case got.row != nil:
 		parts := make([]string, len(got.row))
 		for i, v := range got.row {
