@@ -14,6 +14,7 @@ import (
 
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/source"
 )
 
 // EmulatorConnection is the value of `source.connection` that connects a
@@ -140,6 +141,12 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 	}
 	if s.Batch.MaxWait < 0 {
 		p.add(path+".batch.max_wait", "must be positive, got %s", s.Batch.MaxWait)
+	}
+	if s.Prefetch > source.MaxPrefetch {
+		p.add(path+".prefetch", "%d exceeds %d, the most the Event Hubs SDK prefetches", s.Prefetch, source.MaxPrefetch)
+	}
+	if s.Prefetch < 0 && s.Batch.MaxEvents > source.MaxPrefetch {
+		p.add(path+".batch.max_events", "%d exceeds %d, the limit with prefetch disabled (a negative prefetch)", s.Batch.MaxEvents, source.MaxPrefetch)
 	}
 	lb := s.LoadBalancing
 	checkEnum(p, path+".load_balancing.strategy", lb.Strategy, "balanced", "greedy")

@@ -24,6 +24,10 @@ const (
 	DefaultOwnershipExpiration = time.Minute
 )
 
+// MaxPrefetch is the largest Prefetch the SDK accepts, and the largest
+// MaxEvents when prefetch is disabled.
+const MaxPrefetch = 5000
+
 // Options configures a [Source]. Zero values take the documented defaults;
 // [Options.Validate] reports every problem at once.
 type Options struct {
@@ -157,11 +161,11 @@ func (o Options) Validate() error {
 	if o.MaxEvents < 0 {
 		errs = append(errs, fmt.Errorf("max_events: %d must be positive", o.MaxEvents))
 	}
-	if o.Prefetch < 0 && o.MaxEvents > 5000 {
-		errs = append(errs, fmt.Errorf("max_events: %d exceeds 5000, the limit with prefetch disabled", o.MaxEvents))
+	if o.Prefetch < 0 && o.MaxEvents > MaxPrefetch {
+		errs = append(errs, fmt.Errorf("max_events: %d exceeds %d, the limit with prefetch disabled", o.MaxEvents, MaxPrefetch))
 	}
-	if o.Prefetch > 5000 {
-		errs = append(errs, fmt.Errorf("prefetch: %d exceeds 5000", o.Prefetch))
+	if o.Prefetch > MaxPrefetch {
+		errs = append(errs, fmt.Errorf("prefetch: %d exceeds %d", o.Prefetch, MaxPrefetch))
 	}
 	if o.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("max_wait: %s must be positive", o.MaxWait))

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"path/filepath"
@@ -10,7 +10,7 @@ import (
 // (connectors_test.yaml found by its default name) and over the package's
 // passing, failing and malformed files, for the exit status of each.
 func TestTestCommand(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := ".."
 	data := filepath.Join(root, "conntest", "testdata")
 	cfg := filepath.Join(data, "connectors.yaml")
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,15 +8,6 @@ import (
 	"runtime/debug"
 )
 
-// version and commit are set at link time
-// (-ldflags "-X main.version=v1.2.3 -X main.commit=abc123"); when empty,
-// they come from the build info Go records. They are the only package
-// variables of the command: the linker can set nothing else.
-var (
-	version string
-	commit  string
-)
-
 const versionUsage = `Usage: ehsink version
 
 Prints the version of ehsink, the commit it was built from and the Go
@@ -24,12 +15,12 @@ version that built it.
 `
 
 // runVersion is `ehsink version`.
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func (o Options) runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", versionUsage)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	v := buildVersion(version, commit)
+	v := buildVersion(o.Version, o.Commit)
 	fmt.Fprintf(stdout, "ehsink %s\ncommit %s\n%s %s/%s\n", v.version, v.commit, v.goVersion, runtime.GOOS, runtime.GOARCH)
 	return exitOK
 }

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/emulator/emulatortest"
+)
+
+// buildBinary builds this command into a temporary directory: the tests
+// run the binary a user would build, not the cli package in-process.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ehsink-jsonfiles")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freeAddr returns a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// TestBinaryCommands builds ehsink-jsonfiles and runs the commands a custom
+// binary gets from package cli: validate, checkpoints list (on a file
+// checkpoint store), run --http (probed on /healthz, stopped by SIGINT)
+// and version. The emulator runs in the test process and the binary
+// reaches it by connection string, as it would reach Event Hubs.
+func TestBinaryCommands(t *testing.T) {
+	bin := buildBinary(t)
+	emu := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "connectors.yaml")
+	text := fmt.Sprintf(`
+connectors:
+  - name: orders-to-jsonfiles
+    source:
+      connection: ${EVENTHUB_CONNECTION}
+      load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 10s}
+    checkpoint:
+      file: {dir: %s}
+    sink:
+      type: jsonfiles
+      dir: %s
+`, filepath.Join(dir, "checkpoints"), filepath.Join(dir, "out"))
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "EVENTHUB_CONNECTION="+emu.ConnectionString("orders"))
+	command := func(args ...string) (code int, stdout, stderr string) {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), bin, args...)
+		cmd.Env = env
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), out.String(), errOut.String()
+		} else if err != nil {
+			t.Fatalf("%s: %v", strings.Join(args, " "), err)
+		}
+		return 0, out.String(), errOut.String()
+	}
+
+	if code, out, errOut := command("validate", "-c", cfg); code != 0 || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("validate: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	if code, _, errOut := command("validate", "-c", filepath.Join(dir, "missing.yaml")); code != 2 {
+		t.Errorf("validate of a missing file: exit %d, want 2; stderr:\n%s", code, errOut)
+	}
+	code, out, errOut := command("checkpoints", "list", "-c", cfg)
+	if code != 0 || !strings.Contains(out, "PARTITION") || strings.Count(out, "\n") < 3 {
+		t.Errorf("checkpoints list: exit %d, want 0 and a table of 2 partitions; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut = command("version")
+	if code != 0 || !strings.HasPrefix(out, "ehsink ") || !strings.Contains(out, "commit ") {
+		t.Errorf("version: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	// run --http: /healthz answers while it runs; SIGINT stops it with 0.
+	addr := freeAddr(t)
+	run := exec.Command(bin, "run", "-c", cfg, "--http", addr)
+	run.Env = env
+	stderr, err := run.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	logsDone := make(chan struct{})
+	go func() {
+		defer close(logsDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { <-logsDone; exited <- run.Wait() }()
+	healthy := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !healthy; {
+		select {
+		case err := <-exited:
+			t.Fatalf("run exited before /healthz answered: %v\n%s", err, logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		healthy = get(t.Context(), "http://"+addr+"/healthz") == http.StatusOK
+	}
+	if !healthy {
+		_ = run.Process.Kill()
+		<-exited
+		t.Fatalf("/healthz never answered 200; logs:\n%s", logs.String())
+	}
+	if err := run.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("run after SIGINT: %v, want exit 0; logs:\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = run.Process.Kill()
+		<-exited
+		t.Fatalf("run did not stop after SIGINT; logs:\n%s", logs.String())
+	}
+}
+
+// get returns the status code of a GET of url, or 0 when it fails.
+func get(ctx context.Context, url string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
