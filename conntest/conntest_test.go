@@ -10,6 +10,7 @@ import (
 
 	"github.com/ehsink/ehsink/connector"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
+	_ "github.com/ehsink/ehsink/sinks/postgres"
 )
 
 // loadConfig loads a config as `ehsink test` does, without the process

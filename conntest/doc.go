@@ -29,7 +29,9 @@
 // Each event has one expectation, in order:
 //
 //   - row: column → value, for sinks with a column mapping (postgres,
-//     parquet, custom sinks whose config has a mapping.Columns field).
+//     parquet, custom sinks whose config has a mapping.Columns field; the
+//     columns its `key` list names are not nullable, as the PostgreSQL
+//     sink's upsert key).
 //     Values are compared after the column's type conversion: numbers by
 //     value, timestamps as instants, json columns as JSON. Columns not
 //     listed are not checked; null expects NULL.

@@ -16,7 +16,6 @@ import (
 	"github.com/ehsink/ehsink/connector"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
-	"github.com/ehsink/ehsink/sinks/postgres"
 	"github.com/ehsink/ehsink/sinks/stdout"
 )
 
@@ -195,16 +194,6 @@ func newTarget(spec *connector.Spec) (target, error) {
 	switch c := spec.Sink.Config.(type) {
 	case *stdout.Config:
 		return &stdoutTarget{cfg: *c, stops: stops}, nil
-	case *postgres.Config:
-		// The PostgreSQL sink makes its key columns non-nullable before
-		// compiling the mapping.
-		cols := slices.Clone(c.Columns)
-		for i := range cols {
-			if slices.Contains(c.Key, cols[i].Name) {
-				cols[i].Nullable = false
-			}
-		}
-		return newMapTarget(cols, stops)
 	}
 	cols, ok := columnsOf(spec.Sink.Config)
 	if !ok {
@@ -213,8 +202,11 @@ func newTarget(spec *connector.Spec) (target, error) {
 	return newMapTarget(cols, stops)
 }
 
-// columnsOf finds the mapping of a sink config: its field of type
-// mapping.Columns (the parquet sink's, or a custom sink's).
+// columnsOf finds the mapping of a sink config by reflection, so that no
+// sink package is linked for it: the field of type mapping.Columns (the
+// postgres and parquet sinks', or a custom sink's). The columns a `key:`
+// list of strings names are made non-nullable, as the PostgreSQL sink
+// makes its upsert key: a row without its key cannot be written.
 func columnsOf(cfg any) (mapping.Columns, bool) {
 	v := reflect.ValueOf(cfg)
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
@@ -226,13 +218,25 @@ func columnsOf(cfg any) (mapping.Columns, bool) {
 	if v.Kind() != reflect.Struct {
 		return nil, false
 	}
-	colsType := reflect.TypeFor[mapping.Columns]()
+	var cols mapping.Columns
+	var key []string
+	found := false
 	for i := range v.NumField() {
-		if f := v.Type().Field(i); f.IsExported() && f.Type == colsType {
-			return v.Field(i).Interface().(mapping.Columns), true
+		f := v.Type().Field(i)
+		switch {
+		case !f.IsExported():
+		case f.Type == reflect.TypeFor[mapping.Columns]():
+			cols, found = slices.Clone(v.Field(i).Interface().(mapping.Columns)), true
+		case f.Type == reflect.TypeFor[[]string]() && strings.Split(f.Tag.Get("yaml"), ",")[0] == "key":
+			key = v.Field(i).Interface().([]string)
 		}
 	}
-	return nil, false
+	for i := range cols {
+		if slices.Contains(key, cols[i].Name) {
+			cols[i].Nullable = false
+		}
+	}
+	return cols, found
 }
 
 type mapTarget struct {
