@@ -13,8 +13,8 @@ const testUsage = `Usage: ehsink test [-c connectors.yaml] [--tests connectors_t
 
 Runs the unit tests of a config: each case of the test file gives events to
 one connector and says the row, record or dead letter it must make of each.
-The events go through the connector's own mapping (and the stdout sink's own
-writer); no Event Hubs, database or storage is needed. The config is loaded as
+The events go through the connector's own mapping (and the stdout sink's
+envelope); no Event Hubs, database or storage is needed. The config is loaded as
 'ehsink run' loads it, so the variables its ${VAR} references need must be set.
 
   tests:

@@ -11,6 +11,7 @@ import (
 	"github.com/ehsink/ehsink/connector"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
+	_ "github.com/ehsink/ehsink/sinks/stdout"
 )
 
 // loadConfig loads a config as `ehsink test` does, without the process

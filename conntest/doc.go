@@ -3,7 +3,9 @@
 // the connector must make of them. The events go through the same mapping
 // code the sinks run (the columns decoded from the connector's `sink:`
 // block, compiled by package mapping) and, for the stdout sink, through the
-// sink's own writer; no Event Hubs, database or storage is involved.
+// envelope its writer prints; no Event Hubs, database or storage is
+// involved. No sink package is imported: a binary tests the sinks it
+// registers.
 //
 // A test file:
 //

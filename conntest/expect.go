@@ -78,7 +78,7 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 		if e.Record == nil {
 			break
 		}
-		if t.cfg.Format == "raw" {
+		if t.raw {
 			s, ok := e.Record.(string)
 			if !ok {
 				return x, &config.Error{Path: "record", Err: errors.New("want the line as a string (format: raw)")}

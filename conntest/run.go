@@ -1,7 +1,6 @@
 package conntest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"github.com/ehsink/ehsink/connector"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
-	"github.com/ehsink/ehsink/sinks/stdout"
 )
 
 // Result counts the cases of a run.
@@ -188,12 +186,12 @@ func (e *Event) event(index int) (sinks.Event, error) {
 }
 
 // newTarget builds what can run of spec's sink: the compiled column mapping
-// of a table-shaped sink, or the stdout sink's writer.
+// of a table-shaped sink, or the stdout sink's line format.
 func newTarget(spec *connector.Spec) (target, error) {
 	stops := spec.Errors.Tolerance == "none"
-	switch c := spec.Sink.Config.(type) {
-	case *stdout.Config:
-		return &stdoutTarget{cfg: *c, stops: stops}, nil
+	if spec.Sink.Type == "stdout" {
+		format, _ := stringField(spec.Sink.Config, "format")
+		return &stdoutTarget{raw: format == "raw", stops: stops}, nil
 	}
 	cols, ok := columnsOf(spec.Sink.Config)
 	if !ok {
@@ -227,7 +225,7 @@ func columnsOf(cfg any) (mapping.Columns, bool) {
 		case !f.IsExported():
 		case f.Type == reflect.TypeFor[mapping.Columns]():
 			cols, found = slices.Clone(v.Field(i).Interface().(mapping.Columns)), true
-		case f.Type == reflect.TypeFor[[]string]() && strings.Split(f.Tag.Get("yaml"), ",")[0] == "key":
+		case f.Type == reflect.TypeFor[[]string]() && yamlName(f) == "key":
 			key = v.Field(i).Interface().([]string)
 		}
 	}
@@ -266,28 +264,48 @@ func (t *mapTarget) apply(_ context.Context, ev *sinks.Event) outcome {
 }
 
 type stdoutTarget struct {
-	cfg   stdout.Config
+	raw   bool // format: raw, the body alone; else the JSON envelope
 	stops bool
 }
 
-// apply runs the stdout sink's own writer over ev, into a buffer.
-func (t *stdoutTarget) apply(ctx context.Context, ev *sinks.Event) outcome {
-	var buf bytes.Buffer
-	s := stdout.New(&buf, t.cfg)
-	w, _, err := s.Open(ctx, ev.Partition)
+// apply makes the stdout sink's line of ev: the body (format: raw) or the
+// envelope of [sinks.NewEventRecord], encoded as the sink's writer encodes
+// it. The sink's package is not imported, so that a binary whose sinks do
+// not include stdout does not get it registered by this package.
+func (t *stdoutTarget) apply(_ context.Context, ev *sinks.Event) outcome {
+	if t.raw {
+		return outcome{record: slices.Clone(ev.Body)}
+	}
+	line, err := json.Marshal(sinks.NewEventRecord(ev))
 	if err != nil {
-		return outcome{reason: err.Error(), stops: true}
+		return outcome{reason: fmt.Sprintf("encode envelope: %v", err), stops: t.stops}
 	}
-	defer w.Close(ctx)
-	if err := w.Write(ctx, []sinks.Event{*ev}); err != nil {
-		var be *sinks.BatchError
-		if errors.As(err, &be) && len(be.Failed) == 1 {
-			return outcome{reason: be.Failed[0].Err.Error(), stops: t.stops}
+	return outcome{record: line}
+}
+
+// stringField returns the string field of the struct cfg points to whose
+// yaml tag is name.
+func stringField(cfg any, name string) (string, bool) {
+	v := reflect.ValueOf(cfg)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return "", false
 		}
-		return outcome{reason: err.Error(), stops: true}
+		v = v.Elem()
 	}
-	if _, err := w.Flush(ctx); err != nil {
-		return outcome{reason: err.Error(), stops: true}
+	if v.Kind() != reflect.Struct {
+		return "", false
 	}
-	return outcome{record: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.IsExported() && f.Type.Kind() == reflect.String && yamlName(f) == name {
+			return v.Field(i).String(), true
+		}
+	}
+	return "", false
+}
+
+// yamlName is the key of a struct field in YAML.
+func yamlName(f reflect.StructField) string {
+	return strings.Split(f.Tag.Get("yaml"), ",")[0]
 }
