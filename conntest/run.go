@@ -206,14 +206,8 @@ func newTarget(spec *connector.Spec) (target, error) {
 // list of strings names are made non-nullable, as the PostgreSQL sink
 // makes its upsert key: a row without its key cannot be written.
 func columnsOf(cfg any) (mapping.Columns, bool) {
-	v := reflect.ValueOf(cfg)
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return nil, false
-		}
-		v = v.Elem()
-	}
-	if v.Kind() != reflect.Struct {
+	v, ok := structOf(cfg)
+	if !ok {
 		return nil, false
 	}
 	var cols mapping.Columns
@@ -286,14 +280,8 @@ func (t *stdoutTarget) apply(_ context.Context, ev *sinks.Event) outcome {
 // stringField returns the string field of the struct cfg points to whose
 // yaml tag is name.
 func stringField(cfg any, name string) (string, bool) {
-	v := reflect.ValueOf(cfg)
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return "", false
-		}
-		v = v.Elem()
-	}
-	if v.Kind() != reflect.Struct {
+	v, ok := structOf(cfg)
+	if !ok {
 		return "", false
 	}
 	for i := range v.NumField() {
@@ -303,6 +291,18 @@ func stringField(cfg any, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// structOf returns the struct a sink config points to.
+func structOf(cfg any) (reflect.Value, bool) {
+	v := reflect.ValueOf(cfg)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return reflect.Value{}, false
+		}
+		v = v.Elem()
+	}
+	return v, v.Kind() == reflect.Struct
 }
 
 // yamlName is the key of a struct field in YAML.
