@@ -2,40 +2,11 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
 	"regexp"
-	"strings"
 
 	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
 )
-
-// newLogger builds the process logger on w (stderr: stdout may be a sink's
-// output). level is debug, info, warn or error; format is text or json.
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		lv = slog.LevelDebug
-	case "info", "":
-		lv = slog.LevelInfo
-	case "warn", "warning":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	default:
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch strings.ToLower(format) {
-	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
-}
 
 // bridgeAzureLogs sends the Azure SDK's log events (a process-global
 // listener, not goroutine safe, so set once here before any client exists)

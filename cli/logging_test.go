@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/ehsink/ehsink/internal/logflags"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -49,7 +51,7 @@ func TestAzureLogBridge(t *testing.T) {
 	url := srv.URL + "/c;SharedAccessKey=TOPSECRET/blob"
 
 	var debugOut bytes.Buffer
-	logger, err := newLogger(&debugOut, "debug", "text")
+	logger, err := logflags.New(&debugOut, "debug", "text")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,27 +68,11 @@ func TestAzureLogBridge(t *testing.T) {
 
 	// After restore, and with debug off, nothing is bridged.
 	var infoOut bytes.Buffer
-	logger, _ = newLogger(&infoOut, "info", "text")
+	logger, _ = logflags.New(&infoOut, "info", "text")
 	restore = bridgeAzureLogs(logger)
 	sdkRequest(t, url)
 	restore()
 	if infoOut.Len() != 0 || debugOut.String() != out {
 		t.Errorf("logs after restore / at info level:\n%s\n%s", infoOut.String(), debugOut.String()[len(out):])
-	}
-}
-
-func TestNewLogger(t *testing.T) {
-	var buf bytes.Buffer
-	l, err := newLogger(&buf, "warn", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Info("hidden")
-	l.Warn("shown", "k", 1)
-	if got := buf.String(); strings.Contains(got, "hidden") || !strings.Contains(got, `"msg":"shown"`) {
-		t.Errorf("output %q", got)
-	}
-	if _, err := newLogger(&buf, "info", "xml"); err == nil {
-		t.Error("--log-format xml: no error")
 	}
 }

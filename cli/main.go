@@ -28,6 +28,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/ehsink/ehsink/config"
+	"github.com/ehsink/ehsink/connector"
 )
 
 // Exit codes of every command.
@@ -49,10 +52,10 @@ type command struct {
 // commands is the command table, in the order `ehsink --help` lists them.
 func (o Options) commands() []command {
 	return []command{
-		{"run", "run the connectors of a connectors.yaml", runRun},
-		{"validate", "check a connectors.yaml and report every problem; --print shows the effective config", runValidate},
+		{"run", "run the connectors of a connectors.yaml", o.runRun},
+		{"validate", "check a connectors.yaml and report every problem; --print shows the effective config", o.runValidate},
 		{"test", "run the unit tests of a config: events in, expected rows or dead letters out, no services", runTest},
-		{"emulator", "run the built-in Event Hubs emulator (AMQP 1.0) for local development", runEmulator},
+		{"emulator", "run the built-in Event Hubs emulator (AMQP 1.0) for local development", o.runEmulator},
 		{"send", "send events (lines or demo orders) to an event hub", runSend},
 		{"checkpoints", "list checkpoints and owners with lag, or reset them", runCheckpoints},
 		{"status", "show the connectors of a running ehsink (its operations API), --watch to follow", runStatus},
@@ -69,6 +72,21 @@ type Options struct {
 	// Stdout and Stderr receive the commands' output and logs. If nil,
 	// os.Stdout and os.Stderr.
 	Stdout, Stderr io.Writer
+	// DevEnv is the development environment: the in-process emulator of
+	// an `emulator:` block and the `emulator` command. Set it to
+	// devenv.New() (package github.com/ehsink/ehsink/devenv) to have them;
+	// if nil, the binary does not link the emulator, and validate and run
+	// reject a config with an `emulator:` block.
+	DevEnv DevEnv
+}
+
+// DevEnv is what the development environment gives the CLI; devenv.New()
+// implements it.
+type DevEnv interface {
+	connector.DevEnv
+	// EmulatorCommand runs `ehsink emulator` with the arguments after the
+	// command's name and returns its exit status.
+	EmulatorCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // Main runs the ehsink command named by args[0] (args are the process
@@ -85,6 +103,29 @@ func Main(ctx context.Context, args []string, opts Options) int {
 	ctx, stop := signalContext(ctx, opts.Stderr, os.Exit)
 	defer stop()
 	return opts.dispatch(ctx, args, opts.Stdout, opts.Stderr)
+}
+
+// runEmulator is `ehsink emulator`, when the binary has the development
+// environment.
+func (o Options) runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if o.DevEnv == nil {
+		fmt.Fprintln(stderr, "ehsink emulator: this binary is built without the development environment (github.com/ehsink/ehsink/devenv: cli.Options{DevEnv: devenv.New()}); the ehsink binary has it")
+		return exitUsage
+	}
+	return o.DevEnv.EmulatorCommand(ctx, args, stdout, stderr)
+}
+
+// load loads a config as run runs it: with connector.Load's checks, and an
+// `emulator:` block only in a binary with the development environment.
+func (o Options) load(path string) (*connector.Config, error) {
+	cfg, err := connector.Load(path, connector.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Emulator != nil && o.DevEnv == nil {
+		return nil, &config.Error{Path: "emulator", Err: connector.ErrNoDevEnv}
+	}
+	return cfg, nil
 }
 
 // dispatch runs the command named by args[0].

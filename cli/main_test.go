@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"github.com/ehsink/ehsink/devenv"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,9 +22,10 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
-// dispatch runs a command as the zero Options do.
+// dispatch runs a command as cmd/ehsink does: with the development
+// environment.
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return Options{}.dispatch(ctx, args, stdout, stderr)
+	return Options{DevEnv: devenv.New()}.dispatch(ctx, args, stdout, stderr)
 }
 
 // writeConfig writes a config file into a temp dir and returns its path.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/logflags"
 )
 
 const runUsage = `Usage: ehsink run [-c connectors.yaml] [--connector NAME]... [--http ADDR] [--log-level info] [--log-format text|json]
@@ -45,7 +46,7 @@ run) or a drain did not finish, 2 bad usage or config.
 `
 
 // runRun is `ehsink run`.
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", runUsage)
 	path := fs.String("c", "connectors.yaml", "the config `file`")
 	var names stringList
@@ -58,12 +59,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	logger, err := newLogger(stderr, *level, *format)
+	logger, err := logflags.New(stderr, *level, *format)
 	if err != nil {
 		fmt.Fprintf(stderr, "ehsink run: %v\n", err)
 		return exitUsage
 	}
-	cfg, err := connector.Load(*path, connector.LoadOptions{})
+	cfg, err := o.load(*path)
 	if err != nil {
 		printProblems(stderr, *path, err)
 		return exitUsage
@@ -76,7 +77,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// goroutines may still log while the process exits.
 	bridgeAzureLogs(logger)
 
-	opts := connector.RunOptions{Connectors: names, Logger: logger, Control: connector.NewControl()}
+	opts := connector.RunOptions{Connectors: names, Logger: logger, Control: connector.NewControl(), DevEnv: o.DevEnv}
 	if httpAddr == "" && cfg.HTTP != nil {
 		httpAddr = cfg.HTTP.Listen
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-
-	"github.com/ehsink/ehsink/connector"
 )
 
 const validateUsage = `Usage: ehsink validate [-c connectors.yaml] [--print]
@@ -23,14 +21,14 @@ Exit status: 0 valid, 2 invalid or bad usage.
 `
 
 // runValidate is `ehsink validate`.
-func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func (o Options) runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("validate", validateUsage)
 	path := fs.String("c", "connectors.yaml", "the config `file`")
 	print := fs.Bool("print", false, "print the effective config (defaults filled, secrets as ***)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	cfg, err := connector.Load(*path, connector.LoadOptions{})
+	cfg, err := o.load(*path)
 	if err != nil {
 		printProblems(stderr, *path, err)
 		return exitUsage

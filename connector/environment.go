@@ -5,45 +5,64 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
-	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/produce"
 	"github.com/ehsink/ehsink/secret"
 )
+
+// DevEnv starts the in-process emulator of an `emulator:` block. It is an
+// interface so that the runtime does not link the emulator: the ehsink
+// binary passes devenv.New(); a binary without it cannot run a config with
+// an `emulator:` block.
+type DevEnv interface {
+	// StartEmulator starts an emulator serving spec's hubs (spec has its
+	// defaults filled in) until Shutdown.
+	StartEmulator(ctx context.Context, spec EmulatorSpec, log *slog.Logger) (Emulator, error)
+}
+
+// Emulator is a running in-process emulator.
+type Emulator interface {
+	// Addr is the address it listens on.
+	Addr() string
+	// ConnectionString is the connection string of one of its hubs.
+	ConnectionString(hub string) string
+	// Shutdown stops it and waits for its connections to close.
+	Shutdown(ctx context.Context) error
+}
+
+// ErrNoDevEnv is returned by Run for a config with an `emulator:` block when
+// RunOptions.DevEnv is nil.
+var ErrNoDevEnv = errors.New("the in-process emulator needs a binary built with the development environment (github.com/ehsink/ehsink/devenv: cli.Options{DevEnv: devenv.New()}); or run `ehsink emulator` and connect with its connection string")
 
 // environment holds what Run starts besides the connectors: the in-process
 // emulator and its demo producer. close stops them in reverse order and
 // waits for them.
 type environment struct {
-	emu    *emulator.Server
+	emu    Emulator
 	wg     sync.WaitGroup
 	stop   []func()
 	mu     sync.Mutex // guards failed
 	failed error
 }
 
-func startEnvironment(ctx context.Context, cfg *Config, log *slog.Logger) (*environment, error) {
+func startEnvironment(ctx context.Context, cfg *Config, dev DevEnv, log *slog.Logger) (*environment, error) {
 	env := &environment{}
 	spec := cfg.Emulator
 	if spec == nil {
 		return env, nil
 	}
+	if dev == nil {
+		return nil, fmt.Errorf("emulator: %w", ErrNoDevEnv)
+	}
 	hubs := spec.Hubs
-	names := make([]string, 0, len(hubs))
-	for name := range hubs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	ecfg := emulator.Config{Addr: spec.Listen, DataDir: spec.DataDir, Logger: log.With("component", "emulator")}
-	for _, name := range names {
-		ecfg.Hubs = append(ecfg.Hubs, emulator.HubConfig{Name: name, Partitions: hubs[name], ConsumerGroups: spec.ConsumerGroups})
-	}
-	emu, err := emulator.Start(ctx, ecfg)
+	names := slices.Sorted(maps.Keys(hubs))
+	emu, err := dev.StartEmulator(ctx, *spec, log.With("component", "emulator"))
 	if err != nil {
 		return nil, fmt.Errorf("emulator: %w", err)
 	}

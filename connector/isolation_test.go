@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/devenv"
 	"github.com/ehsink/ehsink/internal/testenv"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
@@ -88,7 +89,7 @@ connectors:
 	dups := &dupKeys{}
 	done := make(chan error, 1)
 	go func() {
-		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(dups.handler())})
+		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(dups.handler()), DevEnv: devenv.New()})
 	}()
 
 	committed := func(name string) float64 {

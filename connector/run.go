@@ -31,6 +31,9 @@ type RunOptions struct {
 	// Control, when set, receives the connectors Run runs, to show their
 	// status and pause, resume or restart them while Run runs.
 	Control *Control
+	// DevEnv starts the in-process emulator of an `emulator:` block. If
+	// nil, such a config fails with [ErrNoDevEnv].
+	DevEnv DevEnv
 }
 
 // Run runs the selected connectors of cfg until ctx is cancelled, then
@@ -59,7 +62,7 @@ func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 		return err
 	}
 
-	env, err := startEnvironment(ctx, cfg, log)
+	env, err := startEnvironment(ctx, cfg, opts.DevEnv, log)
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := RunOptions{Registry: &reg, Metrics: met}
+	opts := RunOptions{Registry: &reg, Metrics: met, DevEnv: testDevEnv{}}
 	runUntil(t, cfg, opts, sink, partitions, 1500)
 	// Second run: the emulator serves the same 1,500 events from its data
 	// dir plus 1,500 new ones; nothing committed is written again.
@@ -194,7 +194,7 @@ func TestRunIsolatesAPermanentFailure(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, cfg, RunOptions{Registry: &reg, Metrics: met}) }()
+	go func() { done <- Run(runCtx, cfg, RunOptions{Registry: &reg, Metrics: met, DevEnv: testDevEnv{}}) }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for len(sink.Committed("0"))+len(sink.Committed("1")) < 300 {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/devenv"
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/ops"
@@ -97,7 +98,7 @@ connectors:
 	var runErr error
 	go func() {
 		defer wg.Done()
-		runErr = connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Control: control})
+		runErr = connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Control: control, DevEnv: devenv.New()})
 	}()
 	t.Cleanup(func() {
 		stop()

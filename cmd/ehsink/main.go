@@ -7,7 +7,8 @@
 //
 // Run `ehsink --help` for the commands and `ehsink <command> --help` for
 // their flags. The commands live in package cli; this binary adds the
-// built-in sinks. Exit status: 0 ok, 1 runtime failure, 2 usage or config
+// built-in sinks and the development environment (the in-process emulator
+// of an `emulator:` block, and the `emulator` command). Exit status: 0 ok, 1 runtime failure, 2 usage or config
 // error.
 package main
 
@@ -16,6 +17,7 @@ import (
 	"os"
 
 	"github.com/ehsink/ehsink/cli"
+	"github.com/ehsink/ehsink/devenv"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
 	_ "github.com/ehsink/ehsink/sinks/stdout"
@@ -30,5 +32,5 @@ var (
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Options{Version: version, Commit: commit}))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Options{Version: version, Commit: commit, DevEnv: devenv.New()}))
 }

@@ -153,6 +153,46 @@ connectors:
 	}
 }
 
+// TestNoEmulatorLinked: a binary that does not set cli.Options.DevEnv does
+// not link the emulator, and says what to do with a config that needs it.
+func TestNoEmulatorLinked(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for pkg := range strings.FieldsSeq(string(out)) {
+		if pkg == "github.com/ehsink/ehsink/emulator" || strings.HasPrefix(pkg, "github.com/ehsink/ehsink/emulator/") || pkg == "github.com/ehsink/ehsink/devenv" {
+			t.Errorf("ehsink-jsonfiles links %s", pkg)
+		}
+	}
+	if !strings.Contains(string(out), "github.com/ehsink/ehsink/cli\n") {
+		t.Fatalf("go list -deps does not list the cli package:\n%s", out)
+	}
+
+	bin := buildBinary(t)
+	cfg := filepath.Join(t.TempDir(), "connectors.yaml")
+	text := `
+emulator: {hubs: {orders: 1}}
+connectors:
+  - name: a
+    source: {connection: emulator, eventhub: orders}
+    sink: {type: stdout}
+`
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"validate", "-c", cfg}, {"run", "-c", cfg}, {"emulator"}} {
+		cmd := exec.CommandContext(t.Context(), bin, args...)
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(errOut.String(), "github.com/ehsink/ehsink/devenv") {
+			t.Errorf("%s: %v, want exit 2 naming the devenv package; stderr:\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+	}
+}
+
 // get returns the status code of a GET of url, or 0 when it fails.
 func get(ctx context.Context, url string) int {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

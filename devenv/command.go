@@ -1,4 +1,4 @@
-package cli
+package devenv
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/emulator/hub"
+	"github.com/ehsink/ehsink/internal/logflags"
 	"github.com/ehsink/ehsink/secret"
 )
 
@@ -135,7 +136,7 @@ Flags:
 		}
 		cfg.TLS = &emulator.TLSOptions{Addr: *tlsListen, CertFile: *tlsCert, KeyFile: *tlsKey, CertOut: certOut}
 	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
+	log, err := logflags.New(stderr, *logLevel, *logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
 		return exitUsage
