@@ -242,7 +242,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	defer cs.setRunner(nil)
 	var props sync.WaitGroup
 	pctx, stopProps := context.WithCancel(ctx)
-	props.Go(func() { cs.refreshProps(pctx, src.Client(), runner, cfg.lagInterval()) })
+	props.Go(func() { cs.refreshProps(pctx, src, runner, cfg.lagInterval()) })
 	defer props.Wait()
 	defer stopProps()
 

@@ -455,10 +455,15 @@ func (ps partitionSnapshot) status(props azeventhubs.PartitionProperties, now ti
 	return out
 }
 
+// propsReader reads a partition's properties ([source.Source]).
+type propsReader interface {
+	PartitionProperties(ctx context.Context, id string) (azeventhubs.PartitionProperties, error)
+}
+
 // refreshProps reads the properties of the partitions the runner drives,
 // each every interval (and a newly owned one within a second), until ctx
 // ends, so that lag counts events not received yet.
-func (cs *connState) refreshProps(ctx context.Context, client *azeventhubs.ConsumerClient, r *Runner, every time.Duration) {
+func (cs *connState) refreshProps(ctx context.Context, src propsReader, r *Runner, every time.Duration) {
 	t := time.NewTicker(min(every, time.Second))
 	defer t.Stop()
 	readAt := map[string]time.Time{}
@@ -468,7 +473,7 @@ func (cs *connState) refreshProps(ctx context.Context, client *azeventhubs.Consu
 			if at, ok := readAt[ps.id]; ok && now.Sub(at) < every {
 				continue
 			}
-			p, err := client.GetPartitionProperties(ctx, ps.id, nil)
+			p, err := src.PartitionProperties(ctx, ps.id)
 			if err != nil {
 				if ctx.Err() == nil {
 					cs.sourceReached(fmt.Errorf("partition %s properties: %w", ps.id, err))

@@ -25,6 +25,9 @@ var ErrGiveUp = errors.New("partition given up")
 // "fail".
 var ErrInvalidCheckpoint = errors.New("invalid checkpoint")
 
+// errSourceClosed is returned by calls made after [Source.Close].
+var errSourceClosed = errors.New("source is closed")
+
 // ErrNotFound is returned (wrapped) by [New] when the event hub or the
 // consumer group does not exist.
 var ErrNotFound = errors.New("not found")

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
@@ -270,4 +271,39 @@ func TestHandlerGivesPartitionUp(t *testing.T) {
 		t.Errorf("leases given up: %v, want partition 1's", store.released)
 	}
 	checkOncePerKeyInOrder(t, rec.events, 100)
+}
+
+// TestPartitionPropertiesAfterConnectionLoss: the properties connection
+// survives a failed call and a dropped connection; the next calls answer.
+// (Resume positions and lag are read through it; a properties path stuck
+// on a dead link leaves claimed partitions unstarted.)
+func TestPartitionPropertiesAfterConnectionLoss(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	conn := srv.ConnectionString("orders")
+	src := newSource(t, ctx, source.WithoutClientRetries(source.Options{Connection: secretOf(conn), Store: fileStore(t)}))
+	if _, err := src.PartitionProperties(ctx, "0"); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	srv.FailPartitionProperties(1)
+	if _, err := src.PartitionProperties(ctx, "0"); err == nil {
+		t.Fatal("the injected failure was not seen")
+	}
+	if _, err := src.PartitionProperties(ctx, "1"); err != nil {
+		t.Fatalf("call after a failed one: %v", err)
+	}
+	srv.DropConnections()
+	var err error
+	for range 10 { // a call may still meet the dropped socket; the one after it must not
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = src.PartitionProperties(cctx, "1")
+		cancel()
+		if err == nil {
+			break
+		}
+		t.Logf("after the drop: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("no answer after the connection was dropped: %v", err)
+	}
 }

@@ -262,7 +262,7 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 	pos := &sinks.Position{SequenceNumber: *rp.SequenceNumber, Offset: deref(rp.Offset)}
 	from := rp.Source.String()
 	props, err := retryStore(ctx, s, "read partition properties", func() (azeventhubs.PartitionProperties, error) {
-		return s.client.GetPartitionProperties(ctx, id, nil)
+		return s.props.PartitionProperties(ctx, id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("event hub %q partition %s: checking the resume position: %w", s.hub, id, err)

@@ -31,6 +31,7 @@ type Source struct {
 	opts    Options
 	policy  Policy
 	client  *azeventhubs.ConsumerClient
+	props   *propsClient // partition-properties calls, on a connection of their own
 	ns      string // fully qualified namespace as the SDK sees it (host[:port])
 	hub     string
 	owner   string
@@ -91,6 +92,9 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.props = &propsClient{dial: func() (*azeventhubs.ConsumerClient, error) {
+		return s.newClient(&azeventhubs.ConsumerClientOptions{InstanceID: opts.InstanceID + "-props", RetryOptions: opts.clientRetry})
+	}}
 	return s, nil
 }
 
@@ -193,9 +197,11 @@ func (s *Source) OwnerID() string { return s.owner }
 // EventHub returns the event hub name.
 func (s *Source) EventHub() string { return s.hub }
 
-// Client returns the consumer client, for properties queries (lag, tools).
-// It stays owned by s: do not close it.
-func (s *Source) Client() *azeventhubs.ConsumerClient { return s.client }
+// PartitionProperties reads a partition's properties (lag, tools) on the
+// source's properties connection, which a failed call replaces.
+func (s *Source) PartitionProperties(ctx context.Context, id string) (azeventhubs.PartitionProperties, error) {
+	return s.props.PartitionProperties(ctx, id)
+}
 
 // Run claims partitions through the SDK processor and calls handle in its
 // own goroutine for each partition this replica comes to own, until ctx is
@@ -411,7 +417,8 @@ func (s *Source) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) || s.client == nil {
 		return nil
 	}
-	if err := s.client.Close(ctx); err != nil {
+	err := errors.Join(s.client.Close(ctx), s.props.close(ctx))
+	if err != nil {
 		return fmt.Errorf("event hub %q: close: %w", s.hub, err)
 	}
 	return nil
