@@ -69,19 +69,7 @@ connectors:
       columns:
         - {name: order_id, from: $.order_id, type: string}
 `
-	path := filepath.Join(dir, "connectors.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := connector.Load(path, connector.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	met, err := connector.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, reg, met := loadWithMetrics(t, dir, yaml)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
@@ -260,4 +248,24 @@ func waitUntil(t *testing.T, ctx context.Context, done <-chan error, what string
 		case <-tick.C:
 		}
 	}
+}
+
+// loadWithMetrics writes yaml as dir/connectors.yaml, loads it, and makes
+// the connector metrics on a registry of their own.
+func loadWithMetrics(t *testing.T, dir, yaml string) (*connector.Config, *prometheus.Registry, *connector.Metrics) {
+	t.Helper()
+	path := filepath.Join(dir, "connectors.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := connector.Load(path, connector.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	met, err := connector.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, reg, met
 }

@@ -231,7 +231,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		}
 		srcOpts.Credential = cred
 	}
-	src, err := source.New(ctx, srcOpts)
+	src, err := newSource(ctx, srcOpts, spec.Errors.Retry, cs.sourceReached, log)
 	cs.sourceReached(err)
 	if err != nil {
 		return fail("source", err)
@@ -264,27 +264,49 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 // so replicas whose sink is reachable serve them. Any other error is the
 // connector's failure.
 func newSink(ctx context.Context, driver sinks.Driver, cfg any, info sinks.Info, retry RetrySpec, unavailable func(error), log *slog.Logger) (sinks.Sink, error) {
+	return startWithRetry(ctx, "sink", retry, sinks.IsTransient, unavailable, log, func() (sinks.Sink, error) {
+		return driver.New(ctx, cfg, info)
+	})
+}
+
+// newSource connects the connector's source. A namespace that cannot be
+// reached (down, restarting, a network blip) is waited for like a sink
+// outage; a hub, consumer group or credential the service refuses is the
+// connector's failure at once.
+func newSource(ctx context.Context, opts source.Options, retry RetrySpec, unavailable func(error), log *slog.Logger) (*source.Source, error) {
+	transient := func(err error) bool {
+		return !errors.Is(err, source.ErrNotFound) && !errors.Is(err, source.ErrUnauthorized)
+	}
+	return startWithRetry(ctx, "source", retry, transient, unavailable, log, func() (*source.Source, error) {
+		return source.New(ctx, opts)
+	})
+}
+
+// startWithRetry calls start until it succeeds, fails with an error
+// transient does not accept, ctx ends, or retry.MaxAttempts is used,
+// waiting a jittered, doubling backoff between attempts.
+func startWithRetry[T any](ctx context.Context, what string, retry RetrySpec, transient func(error) bool, unavailable func(error), log *slog.Logger, start func() (T, error)) (T, error) {
 	retry = retry.withDefaults()
 	backoff := retry.InitialBackoff
 	for attempt := 1; ; attempt++ {
-		sink, err := driver.New(ctx, cfg, info)
+		v, err := start()
 		if err == nil {
 			if attempt > 1 {
-				log.Info("sink reachable; starting")
+				log.Info(what + " reachable; starting")
 			}
-			return sink, nil
+			return v, nil
 		}
-		if !sinks.IsTransient(err) || ctx.Err() != nil {
-			return nil, err
+		if !transient(err) || ctx.Err() != nil {
+			return v, err
 		}
 		if retry.MaxAttempts > 0 && attempt >= retry.MaxAttempts {
-			return nil, fmt.Errorf("unreachable after %d attempts: %w", attempt, err)
+			return v, fmt.Errorf("unreachable after %d attempts: %w", attempt, err)
 		}
 		unavailable(err)
 		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
-		log.Warn("sink unavailable at start; holding no partition and retrying", "attempt", attempt, "wait", wait, "err", err)
+		log.Warn(what+" unavailable at start; holding no partition and retrying", "attempt", attempt, "wait", wait, "err", err)
 		if !sleepOrChange(ctx, wait, nil, nil) {
-			return nil, ctx.Err()
+			return v, ctx.Err()
 		}
 		backoff = min(2*backoff, retry.MaxBackoff)
 	}

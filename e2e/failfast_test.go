@@ -19,7 +19,9 @@ import (
 
 // TestRunFailsFast: `ehsink run` with a wrong setting exits 1 with one
 // error naming the connector and the cause, rather than retrying forever
-// (the process is killed at the deadline, which fails the test).
+// (the process is killed at the deadline, which fails the test). An
+// unreachable namespace is waited for like an outage, so its case bounds
+// the retries with errors.retry.max_attempts.
 func TestRunFailsFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -64,6 +66,7 @@ connectors:
       `+tt.store+`
     sink:
       type: stdout
+    errors: {retry: {initial_backoff: 10ms, max_backoff: 50ms, max_attempts: 3}}
 `), 0o600); err != nil {
 				t.Fatal(err)
 			}
