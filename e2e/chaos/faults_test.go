@@ -119,6 +119,8 @@ func (h *harness) postgresCrash() {
 		h.record(t0, "PostgreSQL stop -m immediate", "postgres", 0, true, "%v", err)
 		return
 	}
+	// The replica stays locked until PostgreSQL is back, so that no other
+	// fault stops it meanwhile and its state is its own.
 	var wg sync.WaitGroup
 	wg.Add(1)
 	var startedName string
@@ -136,7 +138,6 @@ func (h *harness) postgresCrash() {
 			h.record(time.Now(), "start with sink down", r.name, 0, true, "start: %v", err)
 		}
 		startedName = r.current().name
-		r.busy.Unlock()
 	}()
 	h.sleep(10 * time.Second)
 	wg.Wait()
@@ -146,8 +147,9 @@ func (h *harness) postgresCrash() {
 	if r != nil {
 		p := r.current()
 		alive := p.name == startedName && p.running()
-		outcome = fmt.Sprintf("%s started %s into the outage: alive %v, holds %s", startedName, "2s", alive, h.ownedBy(h.ctx, startedName))
+		outcome = fmt.Sprintf("%s started 2s into the outage: alive %v, holds %s", startedName, alive, h.ownedBy(h.ctx, startedName))
 		bad = !alive
+		r.busy.Unlock()
 	}
 	err := h.pg.Start()
 	h.record(t0, "PostgreSQL stop -m immediate", "postgres", time.Since(t0), err != nil, "restart: %s", errText(err))
