@@ -51,11 +51,15 @@ type command struct {
 
 // commands is the command table, in the order `ehsink --help` lists them.
 func (o Options) commands() []command {
+	emulatorSummary := "run the built-in Event Hubs emulator (AMQP 1.0) for local development"
+	if o.DevEnv == nil {
+		emulatorSummary += " (not in this binary)"
+	}
 	return []command{
 		{"run", "run the connectors of a connectors.yaml", o.runRun},
 		{"validate", "check a connectors.yaml and report every problem; --print shows the effective config", o.runValidate},
 		{"test", "run the unit tests of a config: events in, expected rows or dead letters out, no services", runTest},
-		{"emulator", "run the built-in Event Hubs emulator (AMQP 1.0) for local development", o.runEmulator},
+		{"emulator", emulatorSummary, o.runEmulator},
 		{"send", "send events (lines or demo orders) to an event hub", runSend},
 		{"checkpoints", "list checkpoints and owners with lag, or reset them", runCheckpoints},
 		{"status", "show the connectors of a running ehsink (its operations API), --watch to follow", runStatus},

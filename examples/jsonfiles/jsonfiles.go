@@ -1,8 +1,9 @@
 // Package jsonfiles is an example of a custom ehsink sink, written the way a
 // user writes one: its own package, registered under a type name in init,
 // with a config block decoded strictly by ehsink, and tested with the
-// conformance kit. cmd/ehsink-jsonfiles is a binary that runs
-// connectors.yaml files with this sink available next to the built-in ones.
+// conformance kit. cmd/ehsink-jsonfiles is its binary: a main of a few
+// lines over package cli, with every ehsink command and this sink next to
+// the stdout one.
 //
 // Each flush writes the events it commits as one JSON-lines file,
 // DIR/PARTITION/FIRST-LAST.jsonl (sequence numbers, zero-padded), under a
