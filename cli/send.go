@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/progress"
 	"github.com/ehsink/ehsink/produce"
 	"github.com/ehsink/ehsink/secret"
 )
@@ -96,8 +97,16 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer producer.Close(context.WithoutCancel(ctx))
 
 	var n int
+	var bar *progress.Bar
+	if !*verbose { // -v logs every batch; a redrawn line would tear it
+		total := 0
+		if *demo {
+			total = *count
+		}
+		bar = progress.New(stderr, "events", total)
+	}
 	if *demo {
-		n, err = produce.Demo(ctx, producer, produce.DemoOptions{Count: *count, Rate: *rate, Keys: *keys, Logger: log})
+		n, err = produce.Demo(ctx, producer, produce.DemoOptions{Count: *count, Rate: *rate, Keys: *keys, Logger: log, OnSent: bar.Add})
 	} else {
 		in := io.Reader(os.Stdin)
 		if *file != "" {
@@ -109,8 +118,9 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			defer f.Close()
 			in = f
 		}
-		n, err = produce.Lines(ctx, producer, in, produce.LinesOptions{PartitionKey: *key, PartitionID: *part, ContentType: *ctype, Logger: log})
+		n, err = produce.Lines(ctx, producer, in, produce.LinesOptions{PartitionKey: *key, PartitionID: *part, ContentType: *ctype, Logger: log, OnSent: bar.Add})
 	}
+	bar.Finish()
 	fmt.Fprintf(stdout, "sent %d events to event hub %q\n", n, ep.hub)
 	if err != nil {
 		fmt.Fprintf(stderr, "ehsink send: event hub %q: %v\n", ep.hub, err)

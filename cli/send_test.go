@@ -84,6 +84,9 @@ func TestSendDemo(t *testing.T) {
 	if strings.Contains(stdout+stderr, "SharedAccessKey=") {
 		t.Error("the connection string was printed")
 	}
+	if strings.ContainsAny(stderr, "\r\033") {
+		t.Errorf("stderr is not a terminal, yet it got a progress display: %q", stderr)
+	}
 	got := readAll(t, conn)
 	n := 0
 	keyPart := map[string]string{}

@@ -48,7 +48,8 @@ type batcher struct {
 	sent        int      // events the service accepted
 	pending     uint64   // bytes in unsent batches
 	maxPending  uint64
-	peakPending uint64 // the most pending ever held, for tests
+	peakPending uint64    // the most pending ever held, for tests
+	onSent      func(int) // called with each sent batch's event count; may be nil
 }
 
 // newBatcher returns a batcher holding at most maxPending bytes unsent
@@ -119,6 +120,9 @@ func (b *batcher) send(ctx context.Context, t Target) error {
 		return fmt.Errorf("produce: sending %d events: %w", n, err)
 	}
 	b.sent += n
+	if b.onSent != nil {
+		b.onSent(n)
+	}
 	return nil
 }
 

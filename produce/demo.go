@@ -33,6 +33,9 @@ type DemoOptions struct {
 	// Logger receives a debug record per batch sent and an info record at
 	// the end. If nil, logs are discarded.
 	Logger *slog.Logger
+	// OnSent, if set, is called with the number of events of each batch
+	// the hub accepted (progress display).
+	OnSent func(events int)
 }
 
 // Order is the demo event, sent as JSON (about 200 bytes).
@@ -87,7 +90,9 @@ func DemoCustomerID(i int) string { return fmt.Sprintf("c-%03d", i) }
 // yet sent are dropped. Orders are made one at a time as they are sent, so
 // memory stays bounded by opts.MaxPendingBytes whatever opts.Count is.
 func Demo(ctx context.Context, producer *azeventhubs.ProducerClient, opts DemoOptions) (int, error) {
-	return demo(ctx, newBatcher(producer, opts.MaxPendingBytes), opts)
+	b := newBatcher(producer, opts.MaxPendingBytes)
+	b.onSent = opts.OnSent
+	return demo(ctx, b, opts)
 }
 
 // demo is Demo with its batcher given, so tests can see what it held.

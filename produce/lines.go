@@ -29,6 +29,9 @@ type LinesOptions struct {
 	KeepEmpty bool
 	// Logger receives an info record at the end. If nil, logs are discarded.
 	Logger *slog.Logger
+	// OnSent, if set, is called with the number of events of each batch
+	// the hub accepted (progress display).
+	OnSent func(events int)
 }
 
 // Lines sends each line of r (without its line ending) as one event, in
@@ -45,6 +48,7 @@ func Lines(ctx context.Context, producer *azeventhubs.ProducerClient, r io.Reade
 		return 0, err
 	}
 	b := newBatcher(producer, 0) // one target: bounded by one batch anyway
+	b.onSent = opts.OnSent
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
 	line := 0
