@@ -32,7 +32,7 @@ type Source struct {
 	policy  Policy
 	client  *azeventhubs.ConsumerClient
 	props   *propsClient // partition-properties calls, on a connection of their own
-	ns      string // fully qualified namespace as the SDK sees it (host[:port])
+	ns      string       // fully qualified namespace as the SDK sees it (host[:port])
 	hub     string
 	owner   string
 	log     *slog.Logger
