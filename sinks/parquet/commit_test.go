@@ -277,3 +277,36 @@ func TestKillAtEachCommitStep(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitWhoseTempIsGoneIsFenced: another owner's Open removed this
+// writer's prepared file between its claim and its publish (it cleans up
+// temporary files it takes for abandoned). The writer has lost the
+// partition: Flush reports sinks.ErrFenced, not a failure of the connector,
+// and a replay from a new Open writes every event once.
+func TestCommitWhoseTempIsGoneIsFenced(t *testing.T) {
+	d := localDestination(t)
+	s := newSink(t, d, nil)
+	events := sinktest.Events("5", 0, 9)
+	w, _ := open(t, s, "5")
+	writeAll(t, w, events)
+	s.traceSteps(func(step, path string) {
+		if step != "link" || !strings.HasSuffix(path, ".parquet") {
+			return
+		}
+		for _, tmp := range d.temps(t) {
+			if err := os.Remove(tmp); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if _, err := w.Flush(ctxT(t)); !errors.Is(err, sinks.ErrFenced) {
+		t.Fatalf("Flush = %v, want sinks.ErrFenced", err)
+	}
+	w.Close(ctxT(t))
+	s.traceSteps(nil)
+
+	w, wm := open(t, s, "5")
+	defer w.Close(ctxT(t))
+	replay(t, w, nil, wm, events)
+	wantExactlyOnce(t, d, "5", 0, 9)
+}

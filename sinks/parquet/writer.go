@@ -247,6 +247,13 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	vars.firstSeq, vars.lastSeq = f.first, f.last
 	name, dlName := w.s.tmpl.render(vars), w.s.dlTmpl.render(vars)
 	fail := func(what string, err error) (*sinks.Position, error) {
+		if errors.Is(err, errGone) {
+			// Another owner opened the partition after this writer claimed
+			// its commit, and finished or dropped that commit (Open does
+			// so for claims left unfinished): this writer lost the
+			// partition, which the runner hands back, rather than failing.
+			err = fmt.Errorf("%w: %w", sinks.ErrFenced, err)
+		}
 		return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %s %q: %w", w.s.info.Connector, w.partition, f.first, f.last, what, name, err)
 	}
 	if !f.footerDone {
