@@ -402,8 +402,45 @@ func parquetDeadLetters(dir string) ([]deadLetter, error) {
 	return out, err
 }
 
+// upsertBatch is the upsert connector's batch.max_events (chaos_test.go's
+// connectors.yaml): the farthest apart two versions of a key can be and
+// still be collapsed into one row by the same flush.
+const upsertBatch = 500
+
+// supersededInBatch returns the rows PostgreSQL rejects, among want, that a
+// later event of the same key in the same partition may have superseded
+// within one upsert batch. An upsert collapses a key's versions in a batch
+// before the merge, so such a row never reaches the server and is neither
+// written nor dead-lettered (documented in the README); whether it was
+// depends on batch boundaries the checks cannot see.
+func supersededInBatch(want map[pos]bool, byPos map[pos]*hubEvent) map[pos]bool {
+	type pk struct{ part, key string }
+	seqs := map[pk][]int64{}
+	for _, e := range byPos {
+		if e.body.Key != "" {
+			k := pk{e.part, e.body.Key}
+			seqs[k] = append(seqs[k], e.seq)
+		}
+	}
+	out := map[pos]bool{}
+	for p := range want {
+		e := byPos[p]
+		if e == nil || e.kind != rowPoison {
+			continue
+		}
+		for _, s := range seqs[pk{p.part, e.body.Key}] {
+			if s > p.seq && s-p.seq < upsertBatch {
+				out[p] = true
+				break
+			}
+		}
+	}
+	return out
+}
+
 // compareDeadLetters checks every poison event is dead-lettered exactly
-// once and no valid event is.
+// once (for the upsert, but for rows a later version may have superseded
+// in the same batch) and no valid event is.
 func (h *harness) compareDeadLetters(c string, o *outcome, want map[pos]bool, got []deadLetter, byPos map[pos]*hubEvent) {
 	o.dlWant, o.dlHave = len(want), len(got)
 	seen := map[pos]int{}
@@ -421,8 +458,12 @@ func (h *harness) compareDeadLetters(c string, o *outcome, want map[pos]bool, go
 			o.dlDup = append(o.dlDup, p)
 		}
 	}
+	superseded := map[pos]bool{}
+	if c == connUpsert {
+		superseded = supersededInBatch(want, byPos)
+	}
 	for p := range want {
-		if seen[p] == 0 {
+		if seen[p] == 0 && !superseded[p] {
 			o.dlMissing = append(o.dlMissing, p)
 		}
 	}
