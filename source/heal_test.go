@@ -93,11 +93,7 @@ func (r *readToEnd) missing() string {
 // partition of the claim owned and unread.)
 func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
 	ctx := testContext(t)
-	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
-	conn := srv.ConnectionString("orders")
-	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 400, Keys: 20, Seed: 5}); err != nil || n != 400 {
-		t.Fatalf("Demo sent %d, %v", n, err)
-	}
+	srv, conn := ordersWithDemo(t, ctx, 4, produce.DemoOptions{Count: 400, Keys: 20, Seed: 5})
 	const resumeAfter = 9
 	rec := newReadToEnd(t, ctx, conn, resumeAfter)
 	// A sink watermark for every partition makes the claim check each
@@ -141,11 +137,7 @@ func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
 // processor, and every partition must be read to its end.
 func TestWatchdogHealsUnreadPartitions(t *testing.T) {
 	ctx := testContext(t)
-	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
-	conn := srv.ConnectionString("orders")
-	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 200, Keys: 20, Seed: 6}); err != nil || n != 200 {
-		t.Fatalf("Demo sent %d, %v", n, err)
-	}
+	_, conn := ordersWithDemo(t, ctx, 4, produce.DemoOptions{Count: 200, Keys: 20, Seed: 6})
 	rec := newReadToEnd(t, ctx, conn, 0)
 	var mu sync.Mutex
 	heals := map[string]int{}
@@ -178,11 +170,7 @@ func TestWatchdogHealsUnreadPartitions(t *testing.T) {
 // to its end.
 func TestWatchdogReopensSilentPartition(t *testing.T) {
 	ctx := testContext(t)
-	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
-	conn := srv.ConnectionString("orders")
-	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 100, Keys: 10, Seed: 9}); err != nil || n != 100 {
-		t.Fatalf("Demo sent %d, %v", n, err)
-	}
+	_, conn := ordersWithDemo(t, ctx, 2, produce.DemoOptions{Count: 100, Keys: 10, Seed: 9})
 	rec := newReadToEnd(t, ctx, conn, 0)
 	var mu sync.Mutex
 	heals := map[string]int{}
@@ -241,11 +229,7 @@ func (r *releaseRecorder) ClaimOwnership(ctx context.Context, owns []azeventhubs
 // the partition is claimed again and read to its end.
 func TestHandlerGivesPartitionUp(t *testing.T) {
 	ctx := testContext(t)
-	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
-	conn := srv.ConnectionString("orders")
-	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 100, Keys: 10, Seed: 10}); err != nil || n != 100 {
-		t.Fatalf("Demo sent %d, %v", n, err)
-	}
+	_, conn := ordersWithDemo(t, ctx, 2, produce.DemoOptions{Count: 100, Keys: 10, Seed: 10})
 	rec := newReadToEnd(t, ctx, conn, 0)
 	store := &releaseRecorder{CheckpointStore: fileStore(t)}
 	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy"})
@@ -306,4 +290,16 @@ func TestPartitionPropertiesAfterConnectionLoss(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer after the connection was dropped: %v", err)
 	}
+}
+
+// ordersWithDemo starts an emulator with an "orders" hub of the given
+// partitions and sends it demo orders.
+func ordersWithDemo(t *testing.T, ctx context.Context, partitions int, demo produce.DemoOptions) (*emulator.Server, string) {
+	t.Helper()
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: partitions}}})
+	conn := srv.ConnectionString("orders")
+	if n, err := produce.Demo(ctx, newProducer(t, conn), demo); err != nil || n != demo.Count {
+		t.Fatalf("Demo sent %d of %d: %v", n, demo.Count, err)
+	}
+	return srv, conn
 }

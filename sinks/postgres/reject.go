@@ -150,18 +150,12 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	s := w.s
 	rows := w.applied()
 	defer w.sortRows() // whatever happens, the buffer goes back to sequence order
-	pooled, err := s.pool.Acquire(ctx)
+	conn, release, err := s.acquire(ctx)
 	if err != nil {
 		return false, err
 	}
-	conn := pooled.Conn()
 	failed := true
-	defer func() {
-		if failed {
-			conn.Close(context.WithoutCancel(ctx))
-		}
-		pooled.Release()
-	}()
+	defer func() { release(failed) }()
 	begin := &pgx.Batch{}
 	begin.Queue("BEGIN")
 	begin.Queue("SET CONSTRAINTS ALL IMMEDIATE")

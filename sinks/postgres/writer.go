@@ -336,21 +336,12 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	s := w.s
 	to := w.newTarget()
 	rows := w.applied()
-	pooled, err := s.pool.Acquire(ctx)
+	conn, release, err := s.acquire(ctx)
 	if err != nil {
 		return to, err
 	}
-	conn := pooled.Conn()
-	// Any failure closes the connection: after a failed COPY or COMMIT its
-	// state is not worth trusting, and a new one is cheap next to a retry.
-	// The pool drops a closed connection on Release.
 	failed := true
-	defer func() {
-		if failed {
-			conn.Close(context.WithoutCancel(ctx))
-		}
-		pooled.Release()
-	}()
+	defer func() { release(failed) }()
 	// The fence first: it takes the watermark row's lock, so a second
 	// owner waits here rather than after copying its rows. BEGIN and the
 	// fence travel in one round trip, and so do the merge and COMMIT at
@@ -519,3 +510,21 @@ func (d *deadSource) Values() ([]any, error) {
 	return d.vals, nil
 }
 func (d *deadSource) Err() error { return nil }
+
+// acquire takes a pool connection for one transaction. release gives it
+// back; after a failure it closes the connection first: after a failed COPY
+// or COMMIT its state is not worth trusting, and a new one is cheap next to
+// a retry (the pool drops a closed connection on Release).
+func (s *Sink) acquire(ctx context.Context) (conn *pgx.Conn, release func(failed bool), err error) {
+	pooled, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn = pooled.Conn()
+	return conn, func(failed bool) {
+		if failed {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+		pooled.Release()
+	}, nil
+}
