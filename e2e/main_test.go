@@ -3,10 +3,9 @@ package e2e_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // binary is the ehsink executable built by TestMain, from the module at root.
@@ -23,18 +22,8 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
-		return 1
-	}
-	root = filepath.Dir(strings.TrimSpace(string(out)))
-	binary = filepath.Join(dir, "ehsink")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/ehsink")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ehsink:", err)
+	if binary, root, err = testenv.BuildEhsink(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()

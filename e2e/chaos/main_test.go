@@ -3,9 +3,6 @@ package chaos_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ehsink/ehsink/internal/testenv"
@@ -28,17 +25,8 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
-		return 1
-	}
-	binary = filepath.Join(dir, "ehsink")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/ehsink")
-	build.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ehsink:", err)
+	if binary, _, err = testenv.BuildEhsink(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
