@@ -80,10 +80,9 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 
 			// The raw side gets the same rows, mapped and converted up front.
 			prepared := make([][]any, len(events))
-			pw := &writer{s: s, width: len(cols)}
 			for i := range events {
 				prepared[i] = make([]any, len(cols))
-				if err := pw.convert(&events[i], prepared[i]); err != nil {
+				if err := convert(s.routes[0].static, &events[i], prepared[i]); err != nil {
 					b.Fatal(err)
 				}
 				// What a pgx user would hand CopyFrom for a numeric.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/routing"
 	"github.com/ehsink/ehsink/secret"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -39,20 +40,70 @@ type Config struct {
 	// or in keyword form (host=... dbname=... sslmode=...). Required.
 	DSN secret.String `yaml:"dsn"`
 	// Table is the target table, optionally schema-qualified (schema.table).
-	// Required. The state tables live in the same schema.
+	// Required unless Routes are set. The state tables live in the same
+	// schema.
 	Table string `yaml:"table"`
 	// Mode is append or upsert. If empty, append.
 	Mode string `yaml:"mode"`
 	// Key lists the upsert key columns (the table's primary key or a unique
 	// index over exactly them). Required for upsert, not allowed for append.
 	Key []string `yaml:"key"`
-	// Columns maps event values to table columns. Required.
+	// Columns maps event values to table columns. Required unless Routes
+	// are set.
 	Columns mapping.Columns `yaml:"columns"`
+	// Routes send each event to the table of the first route whose
+	// condition holds (see [Route]). With routes, Table, Key and Columns
+	// are set per route, and the state tables live in the schema of the
+	// connection's search_path.
+	Routes []Route `yaml:"routes"`
 	// CreateTable creates the target table from the mapping when it does
 	// not exist. If false (the default), a missing table is an error.
 	CreateTable bool `yaml:"create_table"`
 	// PoolSize is the most connections the sink opens. If zero, 4.
 	PoolSize int `yaml:"pool_size"`
+}
+
+// Route is one entry of a postgres sink's `routes:` list.
+type Route struct {
+	// Name names the route in errors, logs and the tests of `ehsink test`.
+	// If empty, the route's table as written.
+	Name string `yaml:"name"`
+	// When is the condition an event must meet to take this route, in the
+	// language of package expr. Empty: every event that no earlier route
+	// took (the default route; routes after it are never reached).
+	When string `yaml:"when"`
+	// Table is the route's table, optionally schema-qualified. It may take
+	// values of the event in placeholders: `events_{$.type}` (see
+	// [routing.Template]); the rendered name must then be an identifier
+	// (letters, digits and _, at most 63 bytes per part), and the table
+	// must exist or create_table be set, else the event is a dead letter.
+	// Required.
+	Table string `yaml:"table"`
+	// Key lists the route's upsert key columns. Required with mode:
+	// upsert, not allowed with append.
+	Key []string `yaml:"key"`
+	// Columns maps event values to the route's table columns. Required.
+	Columns mapping.Columns `yaml:"columns"`
+	// MaxTables bounds how many tables a templated Table may name; an
+	// event that would name one more is a dead letter. If zero, 100.
+	MaxTables int `yaml:"max_tables"`
+}
+
+// DefaultMaxTables is the bound of a templated route's tables when
+// Route.MaxTables is zero.
+const DefaultMaxTables = 100
+
+// routesTableName is the table_name of a routed connector's watermark
+// and dead-letter rows: one watermark covers all the routes' tables.
+const routesTableName = "*"
+
+// routes returns c's routes: its Routes, or the one route of a connector
+// without them.
+func (c *Config) routes() []Route {
+	if len(c.Routes) > 0 {
+		return c.Routes
+	}
+	return []Route{{Table: c.Table, Key: c.Key, Columns: c.Columns}}
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -78,30 +129,78 @@ func (c *Config) Validate() error {
 		// password of a malformed string: say what is expected instead.
 		fe("dsn", errors.New("not a valid PostgreSQL connection string (want postgres://user:password@host:port/db?sslmode=... or host=... dbname=... keywords)"))
 	}
-	if _, err := splitTable(d.Table); err != nil {
-		fe("table", err)
+	routed := len(d.Routes) > 0
+	if routed {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"table", d.Table != ""}, {"key", len(d.Key) > 0}, {"columns", len(d.Columns) > 0}} {
+			if f.set {
+				fe(f.name, errors.New("set per route when routes are given"))
+			}
+		}
 	}
 	switch d.Mode {
-	case ModeAppend:
-		if len(d.Key) > 0 {
-			fe("key", errors.New("only used with mode: upsert"))
-		}
-	case ModeUpsert:
-		if len(d.Key) == 0 {
-			fe("key", errors.New("required with mode: upsert"))
-		}
-		for i, k := range d.Key {
-			if d.Columns.Index(k) < 0 {
-				fe(fmt.Sprintf("key[%d]", i), fmt.Errorf("%q is not a mapped column (columns: %s)", k, strings.Join(d.Columns.Names(), ", ")))
-			}
-			if slices.Index(d.Key, k) != i {
-				fe(fmt.Sprintf("key[%d]", i), fmt.Errorf("%q is listed twice", k))
-			}
-		}
+	case ModeAppend, ModeUpsert:
 	default:
 		fe("mode", fmt.Errorf("%q: want append or upsert", d.Mode))
 	}
-	if err := d.Columns.Validate(); err != nil {
+	defaultAt := -1
+	for i, r := range d.routes() {
+		prefix := ""
+		if routed {
+			prefix = fmt.Sprintf("routes[%d].", i)
+			if defaultAt >= 0 {
+				fe(prefix+"when", fmt.Errorf("never reached: routes[%d] has no when and takes every event first", defaultAt))
+			}
+			if r.When == "" {
+				defaultAt = i
+			} else if _, err := routing.CompileCondition(r.When); err != nil {
+				fe(prefix+"when", err)
+			}
+			if r.MaxTables < 0 {
+				fe(prefix+"max_tables", errors.New("must not be negative"))
+			}
+		}
+		validateRoute(d.Mode, r, func(field string, err error) { fe(prefix+field, err) })
+	}
+	if d.PoolSize < 0 {
+		fe("pool_size", errors.New("must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateRoute checks one route's table, key and columns (the whole
+// connector's when it has no routes); fe receives paths relative to it.
+func validateRoute(mode string, r Route, fe func(string, error)) {
+	if t, err := routing.ParseTemplate(r.Table); err != nil {
+		fe("table", err)
+	} else if t.Static() {
+		if _, err := splitTable(r.Table); err != nil {
+			fe("table", err)
+		}
+	} else if _, err := checkTableName(t.Sample("x")); err != nil {
+		fe("table", fmt.Errorf("%q: %w", r.Table, err))
+	}
+	switch mode {
+	case ModeAppend:
+		if len(r.Key) > 0 {
+			fe("key", errors.New("only used with mode: upsert"))
+		}
+	case ModeUpsert:
+		if len(r.Key) == 0 {
+			fe("key", errors.New("required with mode: upsert"))
+		}
+		for i, k := range r.Key {
+			if r.Columns.Index(k) < 0 {
+				fe(fmt.Sprintf("key[%d]", i), fmt.Errorf("%q is not a mapped column (columns: %s)", k, strings.Join(r.Columns.Names(), ", ")))
+			}
+			if slices.Index(r.Key, k) != i {
+				fe(fmt.Sprintf("key[%d]", i), fmt.Errorf("%q is listed twice", k))
+			}
+		}
+	}
+	if err := r.Columns.Validate(); err != nil {
 		for _, e := range flatten(err) {
 			var f *sinks.FieldError
 			if errors.As(e, &f) {
@@ -111,15 +210,50 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	for _, col := range d.Columns {
+	for _, col := range r.Columns {
 		if strings.HasPrefix(col.Name, reservedPrefix) {
 			fe("columns."+col.Name, fmt.Errorf("names starting with %s are reserved for the sink", reservedPrefix))
 		}
 	}
-	if d.PoolSize < 0 {
-		fe("pool_size", errors.New("must not be negative"))
+}
+
+// maxIdentifier is the longest identifier PostgreSQL keeps (NAMEDATALEN-1).
+const maxIdentifier = 63
+
+// checkTableName checks a table name rendered from a template: one or two
+// parts (schema.table), each letters, digits and _, not starting with a
+// digit, at most 63 bytes. Template values are held to that, stricter than
+// quoting needs, so that an event cannot name a table a user would not
+// write by hand.
+func checkTableName(s string) ([]string, error) {
+	parts, err := splitTable(s)
+	if err != nil {
+		return nil, err
 	}
-	return errors.Join(errs...)
+	for _, p := range parts {
+		if len(p) > maxIdentifier {
+			return nil, fmt.Errorf("%q is longer than %d bytes", p, maxIdentifier)
+		}
+		for i, r := range p {
+			if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+				return nil, fmt.Errorf("%q is not an identifier (letters, digits and _, not starting with a digit)", p)
+			}
+		}
+	}
+	return parts, nil
+}
+
+// checkNameValue checks a template value of a table name.
+func checkNameValue(v string) error {
+	if v == "" {
+		return errors.New("empty")
+	}
+	for _, r := range v {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return errors.New("want letters, digits and _ only")
+		}
+	}
+	return nil
 }
 
 func flatten(err error) []error {

@@ -13,13 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// copyColumnsStmt names the prepared statement that describes the COPY
-// target's columns on a connection; pgx keeps it for the connection's
-// life, so the description costs one round trip per connection. (When the
-// DSN asks for an uncached query mode, the columns are described on every
-// COPY, as pgx.Conn.CopyFrom does then.)
-const copyColumnsStmt = "ehsink_copy_columns"
-
 // maxKeptCopyBuf is the largest encoding buffer a writer keeps between
 // flushes; a larger one (an unusually big flush) is let go.
 const maxKeptCopyBuf = 4 << 20
@@ -57,12 +50,16 @@ type colPlan struct {
 
 // copyRows copies rows into table through conn. sql is the COPY
 // statement, describe the SELECT of the same columns whose description
-// gives their types.
+// gives their types. The description is a statement prepared once per
+// connection and table (named by pgx from a digest of its text), so it
+// costs one round trip per connection and table. (When the DSN asks for
+// an uncached query mode, the columns are described on every COPY, as
+// pgx.Conn.CopyFrom does then.)
 func (e *copyEncoder) copyRows(ctx context.Context, conn *pgx.Conn, table pgx.Identifier, cols []string, describe, sql string, rows []bufRow) error {
 	name := "" // describe each time, as pgx does in these modes
 	switch conn.Config().DefaultQueryExecMode {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
-		name = copyColumnsStmt
+		name = describe // named by a digest of its text: one per table
 	}
 	sd, err := conn.Prepare(ctx, name, describe)
 	if err != nil {

@@ -139,7 +139,9 @@ func (w *writer) unreject(seq int64) {
 // sortRows puts the buffered rows back in sequence order after a collapse.
 func (w *writer) sortRows() {
 	if w.s.upsert {
-		slices.SortFunc(w.rows[:w.n], func(a, b bufRow) int { return cmp.Compare(a.pos.SequenceNumber, b.pos.SequenceNumber) })
+		for _, b := range w.bufs {
+			slices.SortFunc(b.rows[:b.n], func(x, y bufRow) int { return cmp.Compare(x.pos.SequenceNumber, y.pos.SequenceNumber) })
+		}
 	}
 }
 
@@ -148,7 +150,7 @@ func (w *writer) sortRows() {
 // found any. It changes nothing in the database.
 func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	s := w.s
-	rows := w.applied()
+	w.applied()
 	defer w.sortRows() // whatever happens, the buffer goes back to sequence order
 	conn, release, err := s.acquire(ctx)
 	if err != nil {
@@ -156,6 +158,9 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	}
 	failed := true
 	defer func() { release(failed) }()
+	if err := w.ensureStages(ctx, conn); err != nil {
+		return false, err
+	}
 	begin := &pgx.Batch{}
 	begin.Queue("BEGIN")
 	begin.Queue("SET CONSTRAINTS ALL IMMEDIATE")
@@ -163,11 +168,17 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 		return false, err
 	}
 	refused := map[int64]error{}
-	err = w.bisect(ctx, conn, rows, func(r *bufRow, e *pgconn.PgError) {
-		refused[r.pos.SequenceNumber] = refusal(e)
-	})
-	if err != nil {
-		return false, err
+	for _, b := range w.bufs {
+		err = w.bisect(ctx, conn, b, b.applied, func(r *bufRow, e *pgconn.PgError) {
+			reason := refusal(e)
+			if s.sel != nil {
+				reason = fmt.Errorf("table %s: %w", b.d.name, reason)
+			}
+			refused[r.pos.SequenceNumber] = reason
+		})
+		if err != nil {
+			return false, err
+		}
 	}
 	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
 		return false, fmt.Errorf("rollback: %w", err)
@@ -177,18 +188,21 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	if len(refused) == 0 {
 		return false, nil
 	}
-	keep := 0
-	for i := range w.n {
-		r := &w.rows[i]
-		if err, ok := refused[r.pos.SequenceNumber]; ok {
-			w.rejected = append(w.rejected, rejectedRow{pos: r.pos, ev: r.ev, err: err})
-			clear(r.vals)
-			continue
+	for _, b := range w.bufs {
+		keep := 0
+		for i := range b.n {
+			r := &b.rows[i]
+			if err, ok := refused[r.pos.SequenceNumber]; ok {
+				w.rejected = append(w.rejected, rejectedRow{pos: r.pos, ev: r.ev, err: err})
+				clear(r.vals)
+				continue
+			}
+			b.rows[keep], b.rows[i] = b.rows[i], b.rows[keep]
+			keep++
 		}
-		w.rows[keep], w.rows[i] = w.rows[i], w.rows[keep]
-		keep++
+		b.n = keep
 	}
-	w.n = keep
+	slices.SortFunc(w.rejected, func(x, y rejectedRow) int { return cmp.Compare(x.pos.SequenceNumber, y.pos.SequenceNumber) })
 	w.s.log.Warn("rows refused by the server; dead-lettering them",
 		"connector", s.info.Connector, "partition", w.partition, "count", len(refused))
 	return true, nil
@@ -197,11 +211,11 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 // bisect applies rows in order under savepoints, splitting a part the
 // server refuses until single rows remain, and calls refuse for each of
 // those. Any other failure ends it.
-func (w *writer) bisect(ctx context.Context, conn *pgx.Conn, rows []bufRow, refuse func(*bufRow, *pgconn.PgError)) error {
+func (w *writer) bisect(ctx context.Context, conn *pgx.Conn, b *tableBuf, rows []bufRow, refuse func(*bufRow, *pgconn.PgError)) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	err := w.probe(ctx, conn, rows)
+	err := w.probe(ctx, conn, b, rows)
 	if err == nil {
 		return nil
 	}
@@ -214,30 +228,30 @@ func (w *writer) bisect(ctx context.Context, conn *pgx.Conn, rows []bufRow, refu
 		return nil
 	}
 	mid := len(rows) / 2
-	if err := w.bisect(ctx, conn, rows[:mid], refuse); err != nil {
+	if err := w.bisect(ctx, conn, b, rows[:mid], refuse); err != nil {
 		return err
 	}
-	return w.bisect(ctx, conn, rows[mid:], refuse)
+	return w.bisect(ctx, conn, b, rows[mid:], refuse)
 }
 
 // probe applies rows under a savepoint: kept when they all pass, rolled
 // back when the server refuses one.
-func (w *writer) probe(ctx context.Context, conn *pgx.Conn, rows []bufRow) error {
-	s := w.s
+func (w *writer) probe(ctx context.Context, conn *pgx.Conn, b *tableBuf, rows []bufRow) error {
+	s, d := w.s, b.d
 	if _, err := conn.Exec(ctx, "SAVEPOINT ehsink_probe"); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	err := func() error {
 		if s.upsert {
-			if _, err := conn.Exec(ctx, "DELETE FROM "+quote(stageTableName)); err != nil {
+			if _, err := conn.Exec(ctx, "DELETE FROM "+quote(d.stage)); err != nil {
 				return fmt.Errorf("empty the staging table: %w", err)
 			}
 		}
-		if err := w.enc.copyRows(ctx, conn, s.copyTable, s.copyCols, s.sqlDescribeCopy, s.sqlCopy, rows); err != nil {
+		if err := b.enc.copyRows(ctx, conn, d.copyTable, d.r.copyCols, d.sqlDescribeCopy, d.sqlCopy, rows); err != nil {
 			return fmt.Errorf("copy: %w", err)
 		}
 		if s.upsert {
-			if _, err := conn.Exec(ctx, s.sqlUpsert, w.partition); err != nil {
+			if _, err := conn.Exec(ctx, d.sqlUpsert, w.partition); err != nil {
 				return fmt.Errorf("upsert: %w", err)
 			}
 		}

@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -42,30 +44,29 @@ const (
 	faultBeforeCommit = "before-commit" // everything copied, before COMMIT
 )
 
-// Sink writes events into one PostgreSQL table. It is safe for concurrent
-// use; its writers are not (one goroutine per partition).
+// Sink writes events into PostgreSQL tables: one, or one per route. It is
+// safe for concurrent use; its writers are not (one goroutine per
+// partition).
 type Sink struct {
 	pool   *pgxpool.Pool
 	cfg    Config
 	info   sinks.Info
 	log    *slog.Logger
-	mapper *mapping.Mapper
 	upsert bool
 
-	target   pgx.Identifier
-	copyCols []string // mapped columns, then _ehsink_seq in upsert mode
-	keyIdx   []int    // positions of the key columns in a row
-	nulCheck []int    // string columns: PostgreSQL text cannot hold NUL
-	// charLimits are the varchar(n) and char(n) columns, checked per event.
-	charLimits []charLimitCol
-	jsonCheck  []int // json columns: jsonb cannot hold \u0000
+	routes []*route
+	sel    *routing.Selector // nil without routes
+	// wmTable is the table_name of the connector's watermark and dead-letter
+	// rows: the table, or "*" for a routed connector.
+	wmTable string
+
+	mu     sync.Mutex       // guards the 2 following fields
+	dests  map[string]*dest // tables of templated routes, by rendered name
+	nextID int              // the id of the next dest
 
 	watermarks, deadLetters pgx.Identifier
 	sqlReadWM, sqlInsertWM  string
-	sqlAdvanceWM, sqlUpsert string
-	copyTable               pgx.Identifier // the target, or the staging table for upserts
-	sqlCopy                 string         // COPY copyTable (copyCols) FROM STDIN BINARY
-	sqlDescribeCopy         string         // SELECT copyCols FROM copyTable, for the column types
+	sqlAdvanceWM            string
 
 	// faults, when set (by tests only), is called at each fault point of
 	// a flush; an error aborts the flush there, as a crash would.
@@ -74,62 +75,90 @@ type Sink struct {
 	closeOnce sync.Once
 }
 
-// New connects to the database, checks (or creates) the target table and
+// route is one compiled route (the whole connector's, without routes).
+type route struct {
+	name      string
+	cfg       Route
+	tmpl      *routing.Template
+	mapper    *mapping.Mapper
+	copyCols  []string // mapped columns, then _ehsink_seq in upsert mode
+	keyIdx    []int    // positions of the key columns in a row
+	nulCheck  []int    // string columns: PostgreSQL text cannot hold NUL
+	jsonCheck []int    // json columns: jsonb cannot hold \u0000
+	static    *dest    // the table of a route without placeholders
+	ntables   int      // tables of a templated route so far; guarded by Sink.mu
+}
+
+// dest is one target table and the statements that write it.
+type dest struct {
+	id     int
+	r      *route
+	name   string // as configured or rendered, for messages
+	target pgx.Identifier
+	// charLimits are the varchar(n) and char(n) columns, checked per event.
+	charLimits      []charLimitCol
+	copyTable       pgx.Identifier // the target, or the staging table for upserts
+	stage           string         // the session's staging table (upserts)
+	sqlStage        string         // CREATE TEMPORARY TABLE stage
+	sqlCopy         string         // COPY copyTable (copyCols) FROM STDIN BINARY
+	sqlDescribeCopy string         // SELECT copyCols FROM copyTable, for the column types
+	sqlUpsert       string
+	// err, for a templated table that cannot be written (missing, wrong
+	// columns), is the reason its events are dead letters; failedAt says
+	// when it was found, to look again later.
+	err      error
+	failedAt time.Time
+}
+
+// retryDestAfter is how long a templated table found unusable stays so
+// before it is looked at again (it may have been created meanwhile).
+const retryDestAfter = time.Minute
+
+// New connects to the database, checks (or creates) the target tables and
 // the sink's state tables, and returns the sink. ctx bounds the call only.
-// cfg is validated first; its defaults are applied to a copy.
+// cfg is validated first; its defaults are applied to a copy. Tables of
+// templated routes are checked when an event first names them.
 func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: connector %q: %w", info.Connector, err)
 	}
 	c := cfg.withDefaults()
-	cols := slices.Clone(c.Columns)
-	for i := range cols {
-		if slices.Contains(c.Key, cols[i].Name) {
-			cols[i].Nullable = false // a key column must have a value
-		}
-	}
-	mapper, err := mapping.Compile(cols)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: connector %q: columns: %w", info.Connector, err)
-	}
-	parts, _ := splitTable(c.Table)
 	s := &Sink{
-		cfg:    c,
-		info:   info,
-		log:    info.Logger,
-		mapper: mapper,
-		upsert: c.Mode == ModeUpsert,
-		target: pgx.Identifier(parts),
+		cfg:     c,
+		info:    info,
+		log:     info.Logger,
+		upsert:  c.Mode == ModeUpsert,
+		wmTable: c.Table,
+		dests:   map[string]*dest{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s.copyCols = cols.Names()
-	for i, col := range cols {
-		switch col.Type.Kind {
-		case mapping.KindString:
-			s.nulCheck = append(s.nulCheck, i)
-		case mapping.KindJSON:
-			s.jsonCheck = append(s.jsonCheck, i)
+	var conds []routing.Cond
+	var names []string
+	for i, rc := range c.routes() {
+		r, err := s.compileRoute(rc)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: connector %q: routes[%d]: %w", info.Connector, i, err)
 		}
-	}
-	if s.upsert {
-		// The partition is the same for every row of a flush: the merge
-		// takes it as a parameter rather than from each staged row.
-		s.copyCols = append(s.copyCols, seqColumn)
-		for _, k := range c.Key {
-			s.keyIdx = append(s.keyIdx, cols.Index(k))
+		var cond routing.Cond
+		if rc.When != "" {
+			if cond, err = routing.CompileCondition(rc.When); err != nil {
+				return nil, fmt.Errorf("postgres: connector %q: routes[%d].when: %w", info.Connector, i, err)
+			}
 		}
-		s.sqlUpsert = upsertSQL(s.target, s.copyCols, c.Key)
+		conds, names = append(conds, cond), append(names, r.name)
+		s.routes = append(s.routes, r)
 	}
-	s.copyTable = s.target
-	if s.upsert {
-		s.copyTable = pgx.Identifier{stageTableName}
+	var stateSchema pgx.Identifier
+	if len(c.Routes) > 0 {
+		s.wmTable = routesTableName
+		s.sel = routing.NewSelector(conds, names)
+	} else {
+		stateSchema = s.routes[0].static.target
 	}
-	s.sqlCopy = copySQL(s.copyTable, s.copyCols)
-	s.sqlDescribeCopy = describeSQL(s.copyTable, s.copyCols)
-	s.watermarks = qualify(s.target, watermarkTableName)
-	s.deadLetters = qualify(s.target, deadLetterTableName)
+	s.watermarks = qualify(stateSchema, watermarkTableName)
+	s.deadLetters = qualify(stateSchema, deadLetterTableName)
 	s.sqlReadWM = readWatermarkSQL(s.watermarks)
 	s.sqlInsertWM = insertWatermarkSQL(s.watermarks)
 	s.sqlAdvanceWM = advanceWatermarkSQL(s.watermarks)
@@ -139,33 +168,96 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 		return nil, fmt.Errorf("postgres: connector %q: dsn: not a valid connection string", info.Connector)
 	}
 	cc := pc.ConnConfig
-	stage := createStageSQL(s.target, s.copyCols)
-	setup := func(ctx context.Context, conn *pgx.Conn) error {
-		registerTypes(conn)
-		if !s.upsert {
-			return nil
-		}
-		_, err := conn.Exec(ctx, stage)
-		return err
-	}
-	// The schema is prepared on a connection of its own first: the pool's
-	// setup hook needs the target table to exist.
+	// The schema is prepared on a connection of its own first.
 	if err := s.prepare(ctx, cc.Copy()); err != nil {
 		return nil, err
 	}
 	pc.MaxConns = int32(c.PoolSize)
-	pc.AfterConnect = setup
+	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		registerTypes(conn)
+		return nil
+	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return nil, fmt.Errorf("postgres: connector %q: pool: %w", info.Connector, classify(err))
 	}
 	return s, nil
 }
 
-// prepare creates the state tables, creates or checks the target table,
-// and, for upserts, checks that the key has a unique index.
+// compileRoute compiles one route; a route without placeholders gets its
+// dest.
+func (s *Sink) compileRoute(rc Route) (*route, error) {
+	cols := slices.Clone(rc.Columns)
+	for i := range cols {
+		if slices.Contains(rc.Key, cols[i].Name) {
+			cols[i].Nullable = false // a key column must have a value
+		}
+	}
+	mapper, err := mapping.Compile(cols)
+	if err != nil {
+		return nil, fmt.Errorf("columns: %w", err)
+	}
+	tmpl, err := routing.ParseTemplate(rc.Table)
+	if err != nil {
+		return nil, fmt.Errorf("table: %w", err)
+	}
+	r := &route{name: rc.Name, cfg: rc, tmpl: tmpl, mapper: mapper, copyCols: cols.Names()}
+	if r.name == "" {
+		r.name = rc.Table
+	}
+	if r.cfg.MaxTables == 0 {
+		r.cfg.MaxTables = DefaultMaxTables
+	}
+	for i, col := range cols {
+		switch col.Type.Kind {
+		case mapping.KindString:
+			r.nulCheck = append(r.nulCheck, i)
+		case mapping.KindJSON:
+			r.jsonCheck = append(r.jsonCheck, i)
+		}
+	}
+	if s.upsert {
+		// The partition is the same for every row of a flush: the merge
+		// takes it as a parameter rather than from each staged row.
+		r.copyCols = append(r.copyCols, seqColumn)
+		for _, k := range rc.Key {
+			r.keyIdx = append(r.keyIdx, cols.Index(k))
+		}
+	}
+	if tmpl.Static() {
+		parts, err := splitTable(rc.Table)
+		if err != nil {
+			return nil, fmt.Errorf("table: %w", err)
+		}
+		r.static = s.newDest(r, rc.Table, parts)
+	}
+	return r, nil
+}
+
+// newDest builds the dest of table name (split into parts) for route r.
+// The caller holds s.mu or owns s alone.
+func (s *Sink) newDest(r *route, name string, parts []string) *dest {
+	d := &dest{id: s.nextID, r: r, name: name, target: pgx.Identifier(parts)}
+	s.nextID++
+	d.copyTable = d.target
+	if s.upsert {
+		d.stage = stageTableName
+		if d.id > 0 {
+			d.stage = fmt.Sprintf("%s_%d", stageTableName, d.id)
+		}
+		d.copyTable = pgx.Identifier{d.stage}
+		d.sqlStage = createStageSQL(d.stage, d.target, r.copyCols)
+		d.sqlUpsert = upsertSQL(d.target, d.stage, r.copyCols, r.cfg.Key)
+	}
+	d.sqlCopy = copySQL(d.copyTable, r.copyCols)
+	d.sqlDescribeCopy = describeSQL(d.copyTable, r.copyCols)
+	return d
+}
+
+// prepare creates the state tables and creates or checks the tables of
+// the routes without placeholders.
 func (s *Sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 	errf := func(format string, args ...any) error {
-		return fmt.Errorf("postgres: connector %q table %s: "+format, append([]any{s.info.Connector, s.cfg.Table}, args...)...)
+		return fmt.Errorf("postgres: connector %q: "+format, append([]any{s.info.Connector}, args...)...)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
@@ -178,40 +270,20 @@ func (s *Sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 		return errf("%w", classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	// Replicas starting together would race on CREATE TABLE IF NOT EXISTS
-	// (a unique violation in pg_type): serialise the DDL.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('ehsink schema'))`); err != nil {
-		return errf("lock: %w", classify(err))
+	if err := lockSchema(ctx, tx); err != nil {
+		return errf("%w", err)
 	}
 	for _, ddl := range []string{watermarkDDL(s.watermarks), deadLetterDDL(s.deadLetters)} {
 		if _, err := tx.Exec(ctx, ddl); err != nil {
 			return errf("create state table: %w", classify(err))
 		}
 	}
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.target.Sanitize()).Scan(&exists); err != nil {
-		return errf("%w", classify(err))
-	}
-	if !exists {
-		if !s.cfg.CreateTable {
-			return errf("table does not exist (create it, or set create_table: true to derive it from the columns)")
+	for _, r := range s.routes {
+		if r.static == nil {
+			continue
 		}
-		if _, err := tx.Exec(ctx, createTableSQL(s.target, s.mapper.Columns(), s.cfg.Key, s.upsert)); err != nil {
-			return errf("create table: %w", classify(err))
-		}
-		s.log.Info("created table", "table", s.cfg.Table)
-	}
-	if err := s.checkColumns(ctx, tx); err != nil {
-		return errf("%w", err)
-	}
-	if s.upsert {
-		// Running the merge on the empty staging table makes the server
-		// check the ON CONFLICT target, and changes nothing.
-		if _, err := tx.Exec(ctx, createStageSQL(s.target, s.copyCols)); err != nil {
-			return errf("staging table: %w", classify(err))
-		}
-		if _, err := tx.Exec(ctx, s.sqlUpsert, ""); err != nil {
-			return errf("key (%s) must be the primary key or have a unique index: %w", strings.Join(s.cfg.Key, ", "), classify(err))
+		if err := s.prepareDest(ctx, tx, r.static); err != nil {
+			return errf("table %s: %w", r.static.name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -220,9 +292,54 @@ func (s *Sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 	return nil
 }
 
-// checkColumns compares the table's columns with the mapping.
-func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx) error {
-	rows, err := tx.Query(ctx, columnsSQL, s.target.Sanitize())
+// lockSchema serialises the sink's DDL: replicas starting together would
+// race on CREATE TABLE IF NOT EXISTS (a unique violation in pg_type).
+func lockSchema(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('ehsink schema'))`); err != nil {
+		return fmt.Errorf("lock: %w", classify(err))
+	}
+	return nil
+}
+
+// errNoTable is wrapped by prepareDest's error for a missing table that
+// create_table does not create.
+var errNoTable = errors.New("table does not exist (create it, or set create_table: true to derive it from the columns)")
+
+// prepareDest creates or checks d's table in tx and, for upserts, checks
+// that the key has a unique index.
+func (s *Sink) prepareDest(ctx context.Context, tx pgx.Tx, d *dest) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, d.target.Sanitize()).Scan(&exists); err != nil {
+		return classify(err)
+	}
+	if !exists {
+		if !s.cfg.CreateTable {
+			return errNoTable
+		}
+		if _, err := tx.Exec(ctx, createTableSQL(d.target, d.r.mapper.Columns(), d.r.cfg.Key, s.upsert)); err != nil {
+			return fmt.Errorf("create table: %w", classify(err))
+		}
+		s.log.Info("created table", "table", d.name)
+	}
+	if err := s.checkColumns(ctx, tx, d); err != nil {
+		return err
+	}
+	if s.upsert {
+		// Running the merge on the empty staging table makes the server
+		// check the ON CONFLICT target, and changes nothing.
+		if _, err := tx.Exec(ctx, d.sqlStage); err != nil {
+			return fmt.Errorf("staging table: %w", classify(err))
+		}
+		if _, err := tx.Exec(ctx, d.sqlUpsert, ""); err != nil {
+			return fmt.Errorf("key (%s) must be the primary key or have a unique index: %w", strings.Join(d.r.cfg.Key, ", "), classify(err))
+		}
+	}
+	return nil
+}
+
+// checkColumns compares d's table's columns with the mapping.
+func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) error {
+	rows, err := tx.Query(ctx, columnsSQL, d.target.Sanitize())
 	if err != nil {
 		return classify(err)
 	}
@@ -244,8 +361,8 @@ func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx) error {
 		return classify(err)
 	}
 	var errs []error
-	s.charLimits = s.charLimits[:0]
-	for i, col := range s.mapper.Columns() {
+	d.charLimits = d.charLimits[:0]
+	for i, col := range d.r.mapper.Columns() {
 		typ, ok := types[col.Name]
 		switch {
 		case !ok:
@@ -257,7 +374,7 @@ func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx) error {
 		// one is that event's error, not a failed COPY of the whole batch).
 		c := table[col.Name]
 		if n := charLimit(c.typ, c.typmod); n > 0 && col.Type.Kind == mapping.KindString {
-			s.charLimits = append(s.charLimits, charLimitCol{index: i, max: n})
+			d.charLimits = append(d.charLimits, charLimitCol{index: i, max: n})
 		}
 		if p, sc, ok := numericLimit(c.typ, c.typmod); ok && col.Type.Kind == mapping.KindDecimal &&
 			(col.Type.Precision == 0 || col.Type.Precision-col.Type.Scale > p-sc || col.Type.Scale > sc) {
@@ -268,7 +385,7 @@ func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx) error {
 	if s.upsert {
 		if types[partitionColumn] != "text" || types[seqColumn] != "bigint" {
 			errs = append(errs, fmt.Errorf("upsert needs the hidden ordering columns: ALTER TABLE %s ADD COLUMN %s text, ADD COLUMN %s bigint",
-				s.target.Sanitize(), quote(partitionColumn), quote(seqColumn)))
+				d.target.Sanitize(), quote(partitionColumn), quote(seqColumn)))
 		}
 	}
 	return errors.Join(errs...)
@@ -280,12 +397,12 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: connector %q partition %s: read watermark: %w", s.info.Connector, partition, err)
 	}
-	w := &writer{s: s, partition: partition, wm: wm, width: len(s.copyCols)}
+	w := &writer{s: s, partition: partition, wm: wm}
 	return w, clonePos(wm), nil
 }
 
 func (s *Sink) wmKey(partition string) []any {
-	return []any{s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.cfg.Table, partition}
+	return []any{s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.wmTable, partition}
 }
 
 func (s *Sink) readWatermark(ctx context.Context, partition string) (*sinks.Position, error) {

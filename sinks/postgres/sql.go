@@ -18,7 +18,8 @@ const (
 	stageTableName      = "ehsink_stage"
 )
 
-// qualify puts name in the schema of the target table (or none).
+// qualify puts name in the schema of the target table (or none; target
+// may be nil).
 func qualify(target pgx.Identifier, name string) pgx.Identifier {
 	if len(target) == 2 {
 		return pgx.Identifier{target[0], name}
@@ -188,8 +189,9 @@ func advanceWatermarkSQL(t pgx.Identifier) string {
 	return `UPDATE ` + t.Sanitize() + ` SET sequence_number = $7, "offset" = $8, updated_at = now() WHERE ` + watermarkWhere + ` AND sequence_number = $9`
 }
 
-// createStageSQL makes the session's staging table for upserts: the
-// copied columns of the target, emptied at every commit.
+// createStageSQL makes a session's staging table for upserts into target
+// (one per table of the connector): the copied columns of the target,
+// emptied at every commit.
 //
 // Measured on PostgreSQL 15 (server CPU of one backend, best of three):
 // ON COMMIT DELETE ROWS costs about 0.7 ms per transaction, nearly all of
@@ -201,8 +203,8 @@ func advanceWatermarkSQL(t pgx.Identifier) string {
 // table, so the merge scans a growing heap (33 µs/row instead of 13 after
 // a thousand flushes). An unlogged table truncated each time costs 2.3 ms. A
 // stage without TOAST (PLAIN storage) would refuse rows over one page.
-func createStageSQL(target pgx.Identifier, copyCols []string) string {
-	return `CREATE TEMPORARY TABLE IF NOT EXISTS ` + quote(stageTableName) + ` ON COMMIT DELETE ROWS AS SELECT ` +
+func createStageSQL(stage string, target pgx.Identifier, copyCols []string) string {
+	return `CREATE TEMPORARY TABLE IF NOT EXISTS ` + quote(stage) + ` ON COMMIT DELETE ROWS AS SELECT ` +
 		quoteList(copyCols) + ` FROM ` + target.Sanitize() + ` WITH NO DATA`
 }
 
@@ -234,7 +236,7 @@ func describeSQL(table pgx.Identifier, cols []string) string {
 // needs no stage at all and was the cheapest (0.25 ms per transaction,
 // 9 µs per row), but it replaces the COPY path the flush shares with
 // append tables and the isolation of refused rows.
-func upsertSQL(target pgx.Identifier, copyCols, key []string) string {
+func upsertSQL(target pgx.Identifier, stage string, copyCols, key []string) string {
 	p, s := quote(partitionColumn), quote(seqColumn)
 	var set []string
 	for _, c := range copyCols {
@@ -244,7 +246,7 @@ func upsertSQL(target pgx.Identifier, copyCols, key []string) string {
 	}
 	set = append(set, p+" = EXCLUDED."+p)
 	return `INSERT INTO ` + target.Sanitize() + ` AS t (` + quoteList(copyCols) + `, ` + p + `) SELECT ` + quoteList(copyCols) + `, $1::text` +
-		` FROM ` + quote(stageTableName) + ` ON CONFLICT (` + quoteList(key) + `) DO UPDATE SET ` + strings.Join(set, ", ") +
+		` FROM ` + quote(stage) + ` ON CONFLICT (` + quoteList(key) + `) DO UPDATE SET ` + strings.Join(set, ", ") +
 		` WHERE t.` + s + ` IS NULL OR t.` + p + ` IS DISTINCT FROM EXCLUDED.` + p + ` OR t.` + s + ` < EXCLUDED.` + s
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,36 +49,59 @@ type deadLetter struct {
 type writer struct {
 	s         *Sink
 	partition string
-	width     int
 	wm        *sinks.Position // the committed watermark, as last read or written
-	rows      []bufRow        // rows[:n] are buffered; the rest are spare buffers
-	n         int
-	dead      []deadLetter
+	// bufs are the buffered rows, one buffer per table, in the order of
+	// their tables' ids (the order a flush writes them in, so that two
+	// partitions' flushes take the tables' locks in one order).
+	bufs []*tableBuf
+	dead []deadLetter
 	// rejected are rows the server refused, held apart until DeadLetter
 	// receives them; Flush reports them until then.
 	rejected []rejectedRow
 	// raw holds the bodies of the buffered rows' events (keptEvent.body).
 	raw    []byte
 	closed bool
+}
+
+// tableBuf holds the buffered rows of one table.
+type tableBuf struct {
+	d      *dest
+	rows   []bufRow // rows[:n] are buffered; the rest are spare buffers
+	n      int
 	keyBuf []byte
 	enc    copyEncoder
+	// applied is what the commit being run applies (see writer.applied).
+	applied []bufRow
 }
 
 var _ sinks.DeadLetterer = (*writer)(nil)
 
+// buf returns the buffer of d's table, adding it.
+func (w *writer) buf(d *dest) *tableBuf {
+	i := len(w.bufs)
+	for i > 0 && w.bufs[i-1].d.id >= d.id {
+		if w.bufs[i-1].d == d {
+			return w.bufs[i-1]
+		}
+		i--
+	}
+	b := &tableBuf{d: d}
+	w.bufs = slices.Insert(w.bufs, i, b)
+	return b
+}
+
+// buffered returns the number of buffered rows.
+func (w *writer) buffered() int {
+	n := 0
+	for _, b := range w.bufs {
+		n += b.n
+	}
+	return n
+}
+
 // last returns the highest sequence number buffered, or -1.
 func (w *writer) last() int64 {
-	last := int64(-1)
-	if w.n > 0 {
-		last = w.rows[w.n-1].pos.SequenceNumber
-	}
-	if k := len(w.dead); k > 0 && w.dead[k-1].pos.SequenceNumber > last {
-		last = w.dead[k-1].pos.SequenceNumber
-	}
-	for _, r := range w.rejected {
-		last = max(last, r.pos.SequenceNumber)
-	}
-	return last
+	return w.newTarget().SequenceNumber
 }
 
 // Write maps and buffers events. Events the table already holds (at or
@@ -90,26 +114,36 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	}
 	var failed []sinks.EventError
 	last := w.last()
-	ncols := len(w.s.mapper.Columns())
 	for i := range events {
 		ev := &events[i]
 		if sinks.Covers(w.wm, ev.SequenceNumber) || ev.SequenceNumber <= last {
 			continue
 		}
-		if w.n == len(w.rows) {
-			w.rows = append(w.rows, bufRow{vals: make([]any, w.width)})
+		d, err := w.s.destOf(ctx, ev)
+		var evErr *eventError
+		if errors.As(err, &evErr) {
+			failed = append(failed, sinks.EventError{Index: i, Err: evErr.err})
+			continue
+		} else if err != nil {
+			return w.errorf("seq %d: %w", ev.SequenceNumber, err)
 		}
-		r := &w.rows[w.n]
-		if err := w.convert(ev, r.vals[:ncols]); err != nil {
+		b := w.buf(d)
+		r := d.r
+		ncols := len(r.mapper.Columns())
+		if b.n == len(b.rows) {
+			b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
+		}
+		row := &b.rows[b.n]
+		if err := convert(d, ev, row.vals[:ncols]); err != nil {
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}
 		if w.s.upsert {
-			r.vals[ncols] = ev.SequenceNumber
+			row.vals[ncols] = ev.SequenceNumber
 		}
-		r.pos = ev.Position()
-		r.ev = w.keep(ev)
-		w.n++
+		row.pos = ev.Position()
+		row.ev = w.keep(ev)
+		b.n++
 		last = ev.SequenceNumber
 	}
 	if len(failed) > 0 {
@@ -121,23 +155,23 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 // convert maps ev into vals and applies what PostgreSQL adds to the
 // mapping's rules: no NUL in text, no \u0000 in jsonb. (Decimals stay
 // mapping.Decimal: the connections encode them with numericCodec.)
-func (w *writer) convert(ev *sinks.Event, vals []any) error {
-	if err := w.s.mapper.Map(ev, vals); err != nil {
+func convert(d *dest, ev *sinks.Event, vals []any) error {
+	if err := d.r.mapper.Map(ev, vals); err != nil {
 		return err
 	}
-	cols := w.s.mapper.Columns()
-	for _, i := range w.s.nulCheck {
+	cols := d.r.mapper.Columns()
+	for _, i := range d.r.nulCheck {
 		if s, ok := vals[i].(string); ok && strings.IndexByte(s, 0) >= 0 {
 			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New("text contains a NUL character, which PostgreSQL cannot store")}
 		}
 	}
-	for _, l := range w.s.charLimits {
+	for _, l := range d.charLimits {
 		if s, ok := vals[l.index].(string); ok && !fitsChars(s, l.max) {
 			return &mapping.ColumnError{Column: cols[l.index].Name,
 				Err: fmt.Errorf("%d characters do not fit the column's limit of %d", utf8.RuneCountInString(s), l.max)}
 		}
 	}
-	for _, i := range w.s.jsonCheck {
+	for _, i := range d.r.jsonCheck {
 		if j, ok := vals[i].(json.RawMessage); ok && bytes.Contains(j, []byte(`\u0000`)) {
 			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New(`JSON contains \u0000, which jsonb cannot store`)}
 		}
@@ -224,7 +258,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	if len(w.rejected) > 0 {
 		return nil, w.rejectedError()
 	}
-	for attempt := 0; w.n > 0 || len(w.dead) > 0; attempt++ {
+	for attempt := 0; w.buffered() > 0 || len(w.dead) > 0; attempt++ {
 		to, err := w.commit(ctx)
 		if err == nil {
 			w.wm = &to
@@ -271,20 +305,36 @@ func seqOf(p *sinks.Position) any {
 
 func (w *writer) errorf(format string, args ...any) error {
 	span := ""
-	if w.n > 0 {
-		span = fmt.Sprintf(" seq %d..%d", w.rows[0].pos.SequenceNumber, w.rows[w.n-1].pos.SequenceNumber)
+	first, last := int64(-1), int64(-1)
+	for _, b := range w.bufs {
+		if b.n > 0 {
+			if f := b.rows[0].pos.SequenceNumber; first < 0 || f < first {
+				first = f
+			}
+			last = max(last, b.rows[b.n-1].pos.SequenceNumber)
+		}
+	}
+	if first >= 0 {
+		span = fmt.Sprintf(" seq %d..%d", first, last)
+	}
+	table := w.s.wmTable
+	if table == routesTableName {
+		table = "(routed)"
 	}
 	return fmt.Errorf("postgres: connector %q table %s partition %s%s: "+format,
-		append([]any{w.s.info.Connector, w.s.cfg.Table, w.partition, span}, args...)...)
+		append([]any{w.s.info.Connector, table, w.partition, span}, args...)...)
 }
 
 // reset empties the buffers, keeping their memory.
 func (w *writer) reset() {
-	for i := range w.n {
-		clear(w.rows[i].vals) // let the values go
-		w.rows[i].ev = keptEvent{}
+	for _, b := range w.bufs {
+		for i := range b.n {
+			clear(b.rows[i].vals) // let the values go
+			b.rows[i].ev = keptEvent{}
+		}
+		b.n = 0
+		b.applied = nil
 	}
-	w.n = 0
 	clear(w.dead)
 	w.dead = w.dead[:0]
 	w.raw = w.raw[:0]
@@ -295,14 +345,16 @@ func (w *writer) reset() {
 
 // dropCovered removes buffered rows and letters at or below the watermark.
 func (w *writer) dropCovered() {
-	keep := 0
-	for i := range w.n {
-		if !sinks.Covers(w.wm, w.rows[i].pos.SequenceNumber) {
-			w.rows[keep], w.rows[i] = w.rows[i], w.rows[keep]
-			keep++
+	for _, b := range w.bufs {
+		keep := 0
+		for i := range b.n {
+			if !sinks.Covers(w.wm, b.rows[i].pos.SequenceNumber) {
+				b.rows[keep], b.rows[i] = b.rows[i], b.rows[keep]
+				keep++
+			}
 		}
+		b.n = keep
 	}
-	w.n = keep
 	dead := w.dead[:0]
 	for _, d := range w.dead {
 		if !sinks.Covers(w.wm, d.pos.SequenceNumber) {
@@ -319,14 +371,22 @@ func (w *writer) dropCovered() {
 	w.rejected = rejected
 }
 
-// newTarget is the position the flush moves the watermark to.
+// newTarget is the position the flush moves the watermark to: the
+// highest buffered (sequence number -1 when nothing is).
 func (w *writer) newTarget() sinks.Position {
-	var to sinks.Position
-	if w.n > 0 {
-		to = w.rows[w.n-1].pos
+	to := sinks.Position{SequenceNumber: -1}
+	for _, b := range w.bufs {
+		if b.n > 0 && b.rows[b.n-1].pos.SequenceNumber > to.SequenceNumber {
+			to = b.rows[b.n-1].pos
+		}
 	}
-	if k := len(w.dead); k > 0 && (w.n == 0 || w.dead[k-1].pos.SequenceNumber > to.SequenceNumber) {
+	if k := len(w.dead); k > 0 && w.dead[k-1].pos.SequenceNumber > to.SequenceNumber {
 		to = w.dead[k-1].pos
+	}
+	for _, r := range w.rejected {
+		if r.pos.SequenceNumber > to.SequenceNumber {
+			to = r.pos
+		}
 	}
 	return to
 }
@@ -335,13 +395,16 @@ func (w *writer) newTarget() sinks.Position {
 func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	s := w.s
 	to := w.newTarget()
-	rows := w.applied()
+	w.applied()
 	conn, release, err := s.acquire(ctx)
 	if err != nil {
 		return to, err
 	}
 	failed := true
 	defer func() { release(failed) }()
+	if err := w.ensureStages(ctx, conn); err != nil {
+		return to, err
+	}
 	// The fence first: it takes the watermark row's lock, so a second
 	// owner waits here rather than after copying its rows. BEGIN and the
 	// fence travel in one round trip, and so do the merge and COMMIT at
@@ -373,12 +436,15 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	if err := s.fault(faultBeforeCopy); err != nil {
 		return to, err
 	}
-	if len(rows) > 0 {
-		if err := w.enc.copyRows(ctx, conn, s.copyTable, s.copyCols, s.sqlDescribeCopy, s.sqlCopy, rows); err != nil {
+	for _, b := range w.bufs {
+		if len(b.applied) == 0 {
+			continue
+		}
+		if err := b.enc.copyRows(ctx, conn, b.d.copyTable, b.d.r.copyCols, b.d.sqlDescribeCopy, b.d.sqlCopy, b.applied); err != nil {
 			if s.upsert {
-				return to, fmt.Errorf("copy to staging table: %w", err)
+				return to, fmt.Errorf("copy to staging table of %s: %w", b.d.name, err)
 			}
-			return to, fmt.Errorf("copy: %w", err)
+			return to, fmt.Errorf("copy to %s: %w", b.d.name, err)
 		}
 	}
 	if len(w.dead) > 0 {
@@ -389,12 +455,15 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	if err := s.fault(faultBeforeCommit); err != nil {
 		return to, err
 	}
-	end, names := &pgx.Batch{}, []string{"commit"}
-	if s.upsert && w.n > 0 {
-		end.Queue(s.sqlUpsert, w.partition)
-		names = []string{"upsert", "commit"}
+	end, names := &pgx.Batch{}, []string(nil)
+	for _, b := range w.bufs {
+		if s.upsert && len(b.applied) > 0 {
+			end.Queue(b.d.sqlUpsert, w.partition)
+			names = append(names, "upsert into "+b.d.name)
+		}
 	}
 	end.Queue("COMMIT")
+	names = append(names, "commit")
 	if tag, err = runBatch(ctx, conn, end, names); err != nil {
 		return to, err
 	}
@@ -405,18 +474,40 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	return to, nil
 }
 
-// applied returns the buffered rows a commit applies: all of them in
-// append mode; in upsert mode the newest of each key, since only it
-// matters and ON CONFLICT may not touch a row twice. The collapse moves
-// the other rows behind the result, still within w.rows[:w.n], and leaves
-// them out of sequence order until sortRows.
-func (w *writer) applied() []bufRow {
-	rows := w.rows[:w.n]
-	if w.s.upsert && len(rows) > 1 {
-		w.keyBuf = w.keyBuf[:0]
-		rows = dedupe.Collapse(rows, w.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber })
+// applied sets, for each table, the buffered rows a commit applies: all
+// of them in append mode; in upsert mode the newest of each key, since
+// only it matters and ON CONFLICT may not touch a row twice. The collapse
+// moves the other rows behind the result, still within rows[:n], and
+// leaves them out of sequence order until sortRows.
+func (w *writer) applied() {
+	for _, b := range w.bufs {
+		b.applied = b.rows[:b.n]
+		if w.s.upsert && len(b.applied) > 1 {
+			b.keyBuf = b.keyBuf[:0]
+			b.applied = dedupe.Collapse(b.applied, b.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber })
+		}
 	}
-	return rows
+}
+
+// ensureStages creates, outside any transaction, the staging tables of
+// the tables an upsert flush writes that conn does not have yet. (Created
+// in a transaction that rolls back, a staging table would be gone while
+// the connection believes it is there.)
+func (w *writer) ensureStages(ctx context.Context, conn *pgx.Conn) error {
+	if !w.s.upsert {
+		return nil
+	}
+	have := conn.PgConn().CustomData()
+	for _, b := range w.bufs {
+		if b.n == 0 || have[b.d.stage] != nil {
+			continue
+		}
+		if _, err := conn.Exec(ctx, b.d.sqlStage); err != nil {
+			return fmt.Errorf("staging table of %s: %w", b.d.name, err)
+		}
+		have[b.d.stage] = true
+	}
+	return nil
 }
 
 // runBatch sends b in one round trip and returns the command tag of its
@@ -443,10 +534,10 @@ func runBatch(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, names []string)
 // once written are never changed while the collapse runs (growing the
 // buffer leaves earlier keys in the old array), and the next collapse
 // starts over only after the map of this one is gone.
-func (w *writer) rowKey(r *bufRow) string {
-	b := w.keyBuf
+func (t *tableBuf) rowKey(r *bufRow) string {
+	b := t.keyBuf
 	first := len(b)
-	for _, i := range w.s.keyIdx {
+	for _, i := range t.d.r.keyIdx {
 		start := len(b)
 		b = append(b, 0, 0, 0, 0)
 		switch v := r.vals[i].(type) {
@@ -468,16 +559,15 @@ func (w *writer) rowKey(r *bufRow) string {
 		n := len(b) - start - 4
 		b[start], b[start+1], b[start+2], b[start+3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 	}
-	w.keyBuf = b
+	t.keyBuf = b
 	return unsafe.String(&b[first], len(b)-first)
 }
 
 // Close abandons whatever was not flushed.
 func (w *writer) Close(ctx context.Context) error {
 	w.closed = true
-	w.rows, w.dead, w.n = nil, nil, 0
+	w.bufs, w.dead = nil, nil
 	w.rejected, w.raw = nil, nil
-	w.enc = copyEncoder{}
 	return nil
 }
 
@@ -505,7 +595,7 @@ func (d *deadSource) Values() ([]any, error) {
 	if l.properties != nil {
 		props = json.RawMessage(l.properties)
 	}
-	d.vals = append(d.vals[:0], s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.cfg.Table,
+	d.vals = append(d.vals[:0], s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.wmTable,
 		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, props, l.body, l.reason, l.failedAt)
 	return d.vals, nil
 }
