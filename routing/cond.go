@@ -1,8 +1,13 @@
 package routing
 
-import "errors"
+import "github.com/ehsink/ehsink/expr"
 
-// CompileCondition compiles a route's `when:` condition.
+// CompileCondition compiles a route's `when:` condition (package expr's
+// language).
 func CompileCondition(s string) (Cond, error) {
-	return nil, errors.New("TODO: expr")
+	e, err := expr.Compile(s)
+	if err != nil {
+		return nil, err
+	}
+	return e.Eval, nil
 }

@@ -2,8 +2,9 @@
 // of one connector to one of several destinations (PostgreSQL tables,
 // Parquet path prefixes): a list of routes, each with an optional
 // condition, tried in order, the first whose condition holds taking the
-// event ([Selector]); and destination templates whose placeholders take
-// values of the event ([Template]), such as `events_{$.type}`.
+// event ([Selector]). A destination may also be a template of package
+// expr whose placeholders take values of the event, such as
+// `events_{$.type}`; each sink says what a rendered name may hold.
 //
 // A route without a condition is the default: it takes every event that no
 // earlier route took, so routes after it are never reached. An event that
@@ -11,7 +12,5 @@
 // report so that it is dead-lettered with that reason: never dropped, never
 // written to a guessed destination.
 //
-// Conditions are the expression language of package expr; template values
-// come from the sources of package mapping ($.a.b, @properties.NAME, ...)
-// read as strings.
+// Conditions are the expression language of package expr.
 package routing

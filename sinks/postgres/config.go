@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ehsink/ehsink/expr"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/routing"
 	"github.com/ehsink/ehsink/secret"
@@ -74,7 +75,7 @@ type Route struct {
 	When string `yaml:"when"`
 	// Table is the route's table, optionally schema-qualified. It may take
 	// values of the event in placeholders: `events_{$.type}` (see
-	// [routing.Template]); the rendered name must then be an identifier
+	// [expr.Template]); the rendered name must then be an identifier
 	// (letters, digits and _, at most 63 bytes per part), and the table
 	// must exist or create_table be set, else the event is a dead letter.
 	// Required.
@@ -173,14 +174,12 @@ func (c *Config) Validate() error {
 // validateRoute checks one route's table, key and columns (the whole
 // connector's when it has no routes); fe receives paths relative to it.
 func validateRoute(mode string, r Route, fe func(string, error)) {
-	if t, err := routing.ParseTemplate(r.Table); err != nil {
+	if t, err := expr.CompileTemplate(r.Table); err != nil {
 		fe("table", err)
-	} else if t.Static() {
+	} else if t.Literal() {
 		if _, err := splitTable(r.Table); err != nil {
 			fe("table", err)
 		}
-	} else if _, err := checkTableName(t.Sample("x")); err != nil {
-		fe("table", fmt.Errorf("%q: %w", r.Table, err))
 	}
 	switch mode {
 	case ModeAppend:
@@ -241,19 +240,6 @@ func checkTableName(s string) ([]string, error) {
 		}
 	}
 	return parts, nil
-}
-
-// checkNameValue checks a template value of a table name.
-func checkNameValue(v string) error {
-	if v == "" {
-		return errors.New("empty")
-	}
-	for _, r := range v {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return errors.New("want letters, digits and _ only")
-		}
-	}
-	return nil
 }
 
 func flatten(err error) []error {

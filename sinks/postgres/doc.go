@@ -20,6 +20,29 @@
 // boolean→boolean, timestamp→timestamptz, json→jsonb, uuid→uuid,
 // bytes→bytea.
 //
+// # Routes
+//
+// With `routes:`, one connector writes several tables. Each event takes the
+// first route whose `when` condition (package expr) holds; a route without
+// `when` takes the rest. Each route has its table, columns and, for
+// upserts, key; the mode and create_table are the connector's:
+//
+//	routes:
+//	  - {name: created, when: "$.type == 'order_created'", table: orders, key: [order_id], columns: {...}}
+//	  - {name: cancelled, when: "$.type == 'order_cancelled'", table: cancellations, key: [order_id], columns: {...}}
+//	  - {table: "events_{$.type}", key: [id], columns: {...}, max_tables: 20}
+//
+// A table may be a template of event values (`events_{$.type}`); the
+// rendered name must be one or two identifiers (letters, digits, _; 63
+// bytes each), and its table must exist or create_table be set. An event
+// that no route takes, that renders a name that is not an identifier,
+// names a table that does not exist or does not fit the columns, or would
+// be past the route's max_tables (100 by default) is a dead letter with
+// that reason. A flush writes all the tables of its rows, its dead letters
+// and the partition's one watermark row (table_name "*") in one
+// transaction, so the fence below covers every table; the state tables
+// live in the connection's search_path schema.
+//
 // # One transaction per flush
 //
 // Write maps events to rows and buffers them; Flush commits them in one

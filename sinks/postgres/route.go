@@ -45,10 +45,11 @@ func (s *Sink) destOf(ctx context.Context, ev *sinks.Event) (*dest, error) {
 	if r.static != nil {
 		return r.static, nil
 	}
-	name, err := r.tmpl.Render(ev, checkNameValue)
+	b, err := r.tmpl.Append(nil, ev)
 	if err != nil {
-		return nil, &eventError{fmt.Errorf("route %s: %w", r.name, err)}
+		return nil, &eventError{fmt.Errorf("route %s: table: %w", r.name, err)}
 	}
+	name := string(b)
 	parts, err := checkTableName(name)
 	if err != nil {
 		return nil, &eventError{fmt.Errorf("route %s: table %q: %w", r.name, name, err)}

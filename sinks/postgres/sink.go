@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ehsink/ehsink/expr"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/routing"
 	"github.com/ehsink/ehsink/sinks"
@@ -79,7 +80,7 @@ type Sink struct {
 type route struct {
 	name      string
 	cfg       Route
-	tmpl      *routing.Template
+	tmpl      *expr.Template // nil for a literal table
 	mapper    *mapping.Mapper
 	copyCols  []string // mapped columns, then _ehsink_seq in upsert mode
 	keyIdx    []int    // positions of the key columns in a row
@@ -196,11 +197,11 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("columns: %w", err)
 	}
-	tmpl, err := routing.ParseTemplate(rc.Table)
+	tmpl, err := expr.CompileTemplate(rc.Table)
 	if err != nil {
 		return nil, fmt.Errorf("table: %w", err)
 	}
-	r := &route{name: rc.Name, cfg: rc, tmpl: tmpl, mapper: mapper, copyCols: cols.Names()}
+	r := &route{name: rc.Name, cfg: rc, mapper: mapper, copyCols: cols.Names()}
 	if r.name == "" {
 		r.name = rc.Table
 	}
@@ -223,7 +224,9 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 			r.keyIdx = append(r.keyIdx, cols.Index(k))
 		}
 	}
-	if tmpl.Static() {
+	if !tmpl.Literal() {
+		r.tmpl = tmpl
+	} else {
 		parts, err := splitTable(rc.Table)
 		if err != nil {
 			return nil, fmt.Errorf("table: %w", err)
