@@ -37,12 +37,17 @@
 //     Values are compared after the column's type conversion: numbers by
 //     value, timestamps as instants, json columns as JSON. Columns not
 //     listed are not checked; null expects NULL.
+//   - route, table: for a connector with routes, the route the event takes
+//     (its `name`, or its table or path as written) and, for postgres, the
+//     table it lands in (a templated table as rendered); with or without a
+//     row, whose columns are then those of that route.
 //   - record: for the stdout sink, the envelope fields to check (json
 //     format), or the whole line (raw format).
 //   - dead_letter: a substring of the reason the event is dead-lettered
 //     with.
 //
-// Checks made at or next to the destination (PostgreSQL's column lengths
+// Checks made at or next to the destination (whether a routed table
+// exists, PostgreSQL's column lengths
 // and constraints, the PostgreSQL writer's refusal of NUL characters, a
 // sink's commit) are not made.
 package conntest

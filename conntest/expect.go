@@ -11,15 +11,20 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/config"
+	"github.com/ehsink/ehsink/mapping"
 )
 
 // expectation is an [Expect] checked against its connector.
 type expectation struct {
 	deadLetter *string
-	cols       []string // the mapping's column names, to print a row
 	row        []wantColumn
-	fields     []wantField // a json record's fields
-	rawRecord  *string     // a raw record's line
+	// routeRow is row per route of a routed connector: the route an event
+	// takes is known only when it runs.
+	routeRow  map[string][]wantColumn
+	route     *string
+	table     *string
+	fields    []wantField // a json record's fields
+	rawRecord *string     // a raw record's line
 }
 
 type wantColumn struct {
@@ -35,42 +40,60 @@ type wantField struct {
 
 func prepareExpect(t target, e *Expect) (expectation, error) {
 	set := 0
-	for _, isSet := range []bool{e.Row != nil, e.Record != nil, e.DeadLetter != nil} {
+	for _, isSet := range []bool{e.Row != nil || e.Route != nil || e.Table != nil, e.Record != nil, e.DeadLetter != nil} {
 		if isSet {
 			set++
 		}
 	}
 	if set != 1 {
-		return expectation{}, errors.New("want exactly one of row, record and dead_letter")
+		return expectation{}, errors.New("want exactly one of row (with route or table, or either alone), record and dead_letter")
 	}
 	var x expectation
 	var errs []error
+	if _, routed := t.(*routedTarget); !routed && (e.Route != nil || e.Table != nil) {
+		field := "route"
+		if e.Route == nil {
+			field = "table"
+		}
+		return x, &config.Error{Path: field, Err: errors.New("this connector's sink has no routes")}
+	}
 	switch t := t.(type) {
 	case *mapTarget:
-		cols := t.mapper.Columns()
-		x.cols = cols.Names()
 		if e.Record != nil {
 			return x, &config.Error{Path: "record", Err: errors.New("this connector's sink has columns: use row")}
 		}
-		for _, name := range slices.Sorted(maps.Keys(e.Row)) {
-			v := e.Row[name]
-			i := cols.Index(name)
-			if i < 0 {
-				hint := ""
-				if near := config.Suggest(name, x.cols); near != "" {
-					hint = "did you mean " + near + "? "
-				}
-				errs = append(errs, &config.Error{Path: "row." + name, Err: fmt.Errorf("not a column of the connector (%scolumns: %s)", hint, strings.Join(x.cols, ", "))})
-				continue
-			}
-			want, err := wantValue(cols[i], v)
-			if err != nil {
-				errs = append(errs, &config.Error{Path: "row." + name, Err: err})
-				continue
-			}
-			x.row = append(x.row, wantColumn{index: i, name: name, want: want})
+		x.row, errs = wantRow(t.mapper.Columns(), e.Row, "the connector")
+	case *routedTarget:
+		if e.Record != nil {
+			return x, &config.Error{Path: "record", Err: errors.New("this connector's sink has columns: use row")}
 		}
-		slices.SortFunc(x.row, func(a, b wantColumn) int { return a.index - b.index })
+		x.route, x.table = e.Route, e.Table
+		if e.Route != nil && t.route(*e.Route) == nil {
+			return x, &config.Error{Path: "route", Err: fmt.Errorf("no route named %q (routes: %s)", *e.Route, strings.Join(t.names(), ", "))}
+		}
+		if e.Table != nil && !slices.ContainsFunc(t.routes, func(r routeSpec) bool { return r.isTable }) {
+			return x, &config.Error{Path: "table", Err: errors.New("this connector's routes have paths, not tables: use route")}
+		}
+		if e.Row == nil {
+			break
+		}
+		// The columns are checked against the named route, or against
+		// every route that has them all when the route is left open.
+		x.routeRow = map[string][]wantColumn{}
+		var lastErrs []error
+		for _, r := range t.routes {
+			if e.Route != nil && r.name != *e.Route {
+				continue
+			}
+			row, rerrs := wantRow(r.target.mapper.Columns(), e.Row, "route "+r.name)
+			if len(rerrs) == 0 {
+				x.routeRow[r.name] = row
+			}
+			lastErrs = rerrs
+		}
+		if len(x.routeRow) == 0 {
+			errs = lastErrs
+		}
 	case *stdoutTarget:
 		if e.Row != nil {
 			return x, &config.Error{Path: "row", Err: errors.New("the stdout sink writes records, not rows: use record")}
@@ -104,6 +127,33 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 	return x, errors.Join(errs...)
 }
 
+// wantRow checks the expected row of a mapping with columns cols; of
+// names the mapping's owner in messages.
+func wantRow(cols mapping.Columns, row map[string]any, of string) ([]wantColumn, []error) {
+	var errs []error
+	var out []wantColumn
+	names := cols.Names()
+	for _, name := range slices.Sorted(maps.Keys(row)) {
+		i := cols.Index(name)
+		if i < 0 {
+			hint := ""
+			if near := config.Suggest(name, names); near != "" {
+				hint = "did you mean " + near + "? "
+			}
+			errs = append(errs, &config.Error{Path: "row." + name, Err: fmt.Errorf("not a column of %s (%scolumns: %s)", of, hint, strings.Join(names, ", "))})
+			continue
+		}
+		want, err := wantValue(cols[i], row[name])
+		if err != nil {
+			errs = append(errs, &config.Error{Path: "row." + name, Err: err})
+			continue
+		}
+		out = append(out, wantColumn{index: i, name: name, want: want})
+	}
+	slices.SortFunc(out, func(a, b wantColumn) int { return a.index - b.index })
+	return out, errs
+}
+
 // check compares got with x and returns the difference, one indented line
 // per problem, or "" when got meets x.
 func (x *expectation) check(got outcome) string {
@@ -121,13 +171,26 @@ func (x *expectation) check(got outcome) string {
 	}
 	if got.reason != "" {
 		what := "a row"
-		if x.row == nil {
+		if x.row == nil && x.routeRow == nil && x.route == nil && x.table == nil {
 			what = "a record"
 		}
 		return fmt.Sprintf("%swant %s, got %s\n", indent, what, x.describe(got))
 	}
 	var b strings.Builder
-	for _, c := range x.row {
+	if x.route != nil && got.route != *x.route {
+		fmt.Fprintf(&b, "%sroute: want %s, got %s\n", indent, *x.route, got.route)
+	}
+	if x.table != nil && got.table != *x.table {
+		fmt.Fprintf(&b, "%stable: want %s, got %s\n", indent, *x.table, got.table)
+	}
+	row := x.row
+	if x.routeRow != nil {
+		var ok bool
+		if row, ok = x.routeRow[got.route]; !ok && b.Len() == 0 {
+			fmt.Fprintf(&b, "%srow: the event took route %s, whose columns are not those expected (%s)\n", indent, got.route, x.describe(got))
+		}
+	}
+	for _, c := range row {
 		if g := got.row[c.index]; g.key != c.want.key {
 			fmt.Fprintf(&b, "%scolumn %s: want %s, got %s\n", indent, c.name, c.want.show, g.show)
 		}
@@ -167,9 +230,16 @@ func (x *expectation) describe(got outcome) string {
 	case got.row != nil:
 		parts := make([]string, len(got.row))
 		for i, v := range got.row {
-			parts[i] = x.cols[i] + "=" + v.show
+			parts[i] = got.cols[i] + "=" + v.show
 		}
-		return "a row: " + strings.Join(parts, " ")
+		where := ""
+		if got.route != "" {
+			where = " of route " + got.route
+		}
+		if got.table != "" {
+			where += " in table " + got.table
+		}
+		return "a row" + where + ": " + strings.Join(parts, " ")
 	}
 	return "the record " + strconv.Quote(string(got.record))
 }

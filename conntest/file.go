@@ -78,10 +78,18 @@ func (t *Timestamp) UnmarshalConfig(raw any) error {
 	return errors.New("want an RFC 3339 time such as 2026-03-01T10:00:00Z")
 }
 
-// Expect is what one event must become: exactly one of its fields is set.
+// Expect is what one event must become: exactly one of Row, Record and
+// DeadLetter, or Route or Table alone (a row of that route or table,
+// whatever its values).
 type Expect struct {
 	// Row maps column names to values (sinks with a column mapping).
 	Row map[string]any `yaml:"row"`
+	// Route is the name of the route the event takes (a connector with
+	// routes): the route's `name`, or its table or path as written.
+	Route *string `yaml:"route"`
+	// Table is the table the event goes to (a postgres connector with
+	// routes), as rendered from a templated table.
+	Table *string `yaml:"table"`
 	// Record is the stdout sink's envelope fields (a map) or raw line (a string).
 	Record any `yaml:"record"`
 	// DeadLetter is a substring of the dead letter's reason.

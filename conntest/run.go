@@ -75,6 +75,9 @@ type preparedCase struct {
 // dead letter (or a stop, under errors.tolerance: none).
 type outcome struct {
 	row    []value
+	cols   []string // the row's column names
+	route  string   // the route the event took, on a routed connector
+	table  string   // the table it rendered, on a routed postgres connector
 	record []byte
 	reason string // set for a dead letter or a stop
 	stops  bool   // the connector would stop instead of dead-lettering
@@ -193,6 +196,9 @@ func newTarget(spec *connector.Spec) (target, error) {
 		format, _ := stringField(spec.Sink.Config, "format")
 		return &stdoutTarget{raw: format == "raw", stops: stops}, nil
 	}
+	if routes, ok := routesOf(spec.Sink.Config); ok {
+		return newRoutedTarget(routes, stops)
+	}
 	cols, ok := columnsOf(spec.Sink.Config)
 	if !ok {
 		return nil, fmt.Errorf("connector %q: sink type %s has no column mapping to test", spec.Name, spec.Sink.Type)
@@ -210,6 +216,12 @@ func columnsOf(cfg any) (mapping.Columns, bool) {
 	if !ok {
 		return nil, false
 	}
+	return columnsOfStruct(v)
+}
+
+// columnsOfStruct is columnsOf for a struct value (a sink config or one of
+// its routes).
+func columnsOfStruct(v reflect.Value) (mapping.Columns, bool) {
 	var cols mapping.Columns
 	var key []string
 	found := false
@@ -231,6 +243,7 @@ func columnsOf(cfg any) (mapping.Columns, bool) {
 	return cols, found
 }
 
+// mapTarget is a sink with one column mapping.
 type mapTarget struct {
 	mapper *mapping.Mapper
 	stops  bool
@@ -250,7 +263,7 @@ func (t *mapTarget) apply(_ context.Context, ev *sinks.Event) outcome {
 	if err := t.mapper.Map(ev, row); err != nil {
 		return outcome{reason: err.Error(), stops: t.stops}
 	}
-	out := outcome{row: make([]value, len(cols))}
+	out := outcome{row: make([]value, len(cols)), cols: cols.Names()}
 	for i, v := range row {
 		out.row[i] = gotValue(cols[i], v)
 	}

@@ -1,0 +1,33 @@
+// Package routedorders holds the routed-orders example: a connectors.yaml
+// whose PostgreSQL connector writes two tables by event type, and its unit
+// tests. This test runs them as `ehsink test` does.
+package routedorders
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/conntest"
+	_ "github.com/ehsink/ehsink/sinks/postgres"
+)
+
+func TestExample(t *testing.T) {
+	cfg, err := connector.Load("connectors.yaml", connector.LoadOptions{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	f, err := conntest.ReadFile("connectors_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	res, err := conntest.Run(context.Background(), cfg, "connectors_test.yaml", f, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 0 || res.Cases != 5 {
+		t.Fatalf("result %+v, want 5 cases passed; report:\n%s", res, out.String())
+	}
+}
