@@ -15,6 +15,7 @@ import (
 type Metrics struct {
 	written      *prometheus.CounterVec
 	skipped      *prometheus.CounterVec
+	filtered     *prometheus.CounterVec
 	deadLettered *prometheus.CounterVec
 	retries      *prometheus.CounterVec
 	flushSeconds *prometheus.HistogramVec
@@ -38,6 +39,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, partition),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ehsink_events_skipped_total", Help: "Replayed events dropped because the sink's watermark already covered them.",
+		}, partition),
+		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ehsink_events_filtered_total", Help: "Events the connector's filter dropped before the sink (not dead letters).",
 		}, partition),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ehsink_events_dead_lettered_total", Help: "Events the sink rejected and the dead-letter path stored.",
@@ -71,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 for the connector's current state (starting, sink_unavailable, running, paused, failed, stopped), 0 for the others.",
 		}, []string{"connector", "state"}),
 	}
-	for _, c := range []prometheus.Collector{m.written, m.skipped, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals, m.breaker, m.state} {
+	for _, c := range []prometheus.Collector{m.written, m.skipped, m.filtered, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals, m.breaker, m.state} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -84,6 +88,7 @@ type partitionMetrics struct {
 	m                      *Metrics
 	connector              string
 	written, skipped, dead prometheus.Counter
+	dropped                prometheus.Counter
 	watermark, checkpoint  prometheus.Gauge
 }
 
@@ -95,7 +100,7 @@ func (m *Metrics) forPartition(connector, partition string) *partitionMetrics {
 	m.owned.WithLabelValues(connector).Inc()
 	return &partitionMetrics{
 		m: m, connector: connector,
-		written: m.written.With(l), skipped: m.skipped.With(l), dead: m.deadLettered.With(l),
+		written: m.written.With(l), skipped: m.skipped.With(l), dead: m.deadLettered.With(l), dropped: m.filtered.With(l),
 		watermark: m.watermark.With(l), checkpoint: m.checkpoint.With(l),
 	}
 }
@@ -109,6 +114,12 @@ func (p *partitionMetrics) release() {
 func (p *partitionMetrics) skippedEvents(n int) {
 	if p != nil && n > 0 {
 		p.skipped.Add(float64(n))
+	}
+}
+
+func (p *partitionMetrics) filtered(n int) {
+	if p != nil && n > 0 {
+		p.dropped.Add(float64(n))
 	}
 }
 

@@ -57,6 +57,9 @@ type RunnerOptions struct {
 	// Tolerance is "none" (an event the sink rejects stops the partition
 	// with an error) or "all" (it is dead-lettered). If empty, "all".
 	Tolerance string
+	// Filter drops events before the sink (see FilterSpec). If nil, every
+	// event is written.
+	Filter *FilterSpec
 	// DeadLetters stores dead letters for writers that do not store them
 	// themselves. If nil, dead letters of such writers stop the partition
 	// with an error, as with Tolerance "none".
@@ -174,7 +177,14 @@ type partitionRun struct {
 	lastCkptAt    time.Time
 	committedNext *sinks.Position // committed, waiting for the checkpoint policy
 	lastEnqueued  time.Time       // enqueued time of the last event handed to Write
-	stat          partitionStat   // for the status snapshot
+	kept          []sinks.Event   // scratch: the events of a batch the filter keeps
+	// dropTail is the last event the filter dropped (or dead-lettered
+	// through the runner's store), when it comes after every event handed
+	// to the writer: the watermark moves to it once the writer holds
+	// nothing unflushed. dropN counts those events for the checkpoint policy.
+	dropTail *sinks.Position
+	dropN    int
+	stat     partitionStat // for the status snapshot
 }
 
 // partitionStat is what a status snapshot reads of a partition run.
@@ -403,12 +413,8 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 		pr.stat.received = &seq
 		pr.wmMu.Unlock()
 	}
-	events = dedupe.After(events, pr.watermark)
-	pr.met.skippedEvents(n - len(events))
-	if len(events) > 0 {
-		if err := pr.write(ctx, events); err != nil {
-			return err
-		}
+	if err := pr.take(ctx, events); err != nil {
+		return err
 	}
 	if pr.flushDue() {
 		if err := pr.flush(ctx); err != nil {
@@ -421,6 +427,90 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 		return pr.checkpoint(ctx)
 	}
 	return nil
+}
+
+// take hands the events of a batch the sink does not hold yet to the
+// writer, less those the filter drops.
+func (pr *partitionRun) take(ctx context.Context, events []sinks.Event) error {
+	n := len(events)
+	events = dedupe.After(events, pr.watermark)
+	pr.met.skippedEvents(n - len(events))
+	if len(events) == 0 {
+		return nil
+	}
+	f := pr.r.opts.Filter
+	if f == nil {
+		return pr.write(ctx, events)
+	}
+	kept := pr.kept[:0]
+	defer func() { clear(kept); pr.kept = kept[:0] }() // do not keep the bodies alive
+	var (
+		failed  []sinks.RejectedEvent
+		tail    sinks.Position
+		hasTail bool
+		dropped int
+	)
+	for i := range events {
+		ev := &events[i]
+		ok, err := f.Keeps(ev)
+		switch {
+		case err != nil:
+			failed = append(failed, sinks.RejectedEvent{Event: *ev, Err: err})
+			tail, hasTail = ev.Position(), true
+		case ok:
+			kept = append(kept, *ev)
+			hasTail = false
+		default:
+			dropped++
+			tail, hasTail = ev.Position(), true
+		}
+	}
+	pr.met.filtered(dropped)
+	if len(kept) > 0 {
+		if err := pr.write(ctx, kept); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		// A writer that stores dead letters commits them with its next
+		// flush; the runner's store has them durable on return.
+		if _, ok := pr.p.(sinks.DeadLetterer); ok {
+			pr.written = true
+		}
+		if err := pr.deadLetter(ctx, failed); err != nil {
+			return err
+		}
+	}
+	switch {
+	case hasTail:
+		pr.dropTail = &tail
+	case len(kept) > 0:
+		pr.dropTail = nil // what the writer now holds comes after it
+	}
+	pr.dropN += dropped + len(failed)
+	if !pr.written {
+		pr.advanceDropped()
+	}
+	return nil
+}
+
+// advanceDropped moves the committed watermark to the last dropped event,
+// which nothing unflushed precedes (the writer holds nothing, or has just
+// committed everything it held).
+func (pr *partitionRun) advanceDropped() {
+	t := pr.dropTail
+	if t == nil {
+		return
+	}
+	pr.dropTail = nil
+	pr.sinceCkpt += pr.dropN
+	pr.dropN = 0
+	pr.wmMu.Lock()
+	defer pr.wmMu.Unlock()
+	if pr.watermark != nil && t.SequenceNumber <= pr.watermark.SequenceNumber {
+		return
+	}
+	pr.watermark, pr.committedNext = t, t
 }
 
 func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
@@ -554,6 +644,7 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	}
 	pr.wmMu.Unlock()
 	pr.unflushed = 0
+	pr.advanceDropped()
 	return nil
 }
 
@@ -618,13 +709,8 @@ func (pr *partitionRun) giveUp(err error) error {
 func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.r.opts.DrainTimeout)
 	defer cancel()
-	n := len(inHand)
-	inHand = dedupe.After(inHand, pr.watermark)
-	pr.met.skippedEvents(n - len(inHand))
-	if len(inHand) > 0 {
-		if err := pr.write(dctx, inHand); err != nil {
-			return pr.r.errorf(pr.src, "%w: the batch in hand: %v", ErrDrainIncomplete, err)
-		}
+	if err := pr.take(dctx, inHand); err != nil {
+		return pr.r.errorf(pr.src, "%w: the batch in hand: %v", ErrDrainIncomplete, err)
 	}
 	// The causes are formatted with %v: a drain cut short by its timeout
 	// must not read as a plain cancellation (context.DeadlineExceeded).

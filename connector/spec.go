@@ -69,6 +69,9 @@ type Spec struct {
 	Source SourceSpec `yaml:"source"`
 	// Checkpoint says where the connector's checkpoints and ownership leases live.
 	Checkpoint CheckpointSpec `yaml:"checkpoint"`
+	// Filter, when set, drops events before the sink by a condition on
+	// their body or metadata.
+	Filter *FilterSpec `yaml:"filter"`
 	// Sink is the destination.
 	Sink SinkSpec `yaml:"sink"`
 	// Errors is the error policy.

@@ -84,6 +84,9 @@ func (s *Spec) validate(path string, emu *EmulatorSpec, p *problems) {
 	}
 	s.Source.validate(path+".source", emu, p)
 	s.Checkpoint.validate(path+".checkpoint", p)
+	if s.Filter != nil {
+		s.Filter.validate(path+".filter", p)
+	}
 	s.Sink.validate(path+".sink", p)
 	s.Errors.validate(path+".errors", p)
 }

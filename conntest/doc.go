@@ -45,6 +45,9 @@
 //     format), or the whole line (raw format).
 //   - dead_letter: a substring of the reason the event is dead-lettered
 //     with.
+//   - filtered: true, for an event the connector's `filter:` drops (the
+//     filter runs first, as in the runner; a body it cannot read is a dead
+//     letter).
 //
 // Checks made at or next to the destination (whether a routed table
 // exists, PostgreSQL's column lengths

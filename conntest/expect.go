@@ -16,6 +16,7 @@ import (
 
 // expectation is an [Expect] checked against its connector.
 type expectation struct {
+	filtered   bool
 	deadLetter *string
 	row        []wantColumn
 	// routeRow is row per route of a routed connector: the route an event
@@ -40,13 +41,16 @@ type wantField struct {
 
 func prepareExpect(t target, e *Expect) (expectation, error) {
 	set := 0
-	for _, isSet := range []bool{e.Row != nil || e.Route != nil || e.Table != nil, e.Record != nil, e.DeadLetter != nil} {
+	for _, isSet := range []bool{e.Row != nil || e.Route != nil || e.Table != nil, e.Record != nil, e.DeadLetter != nil, e.Filtered} {
 		if isSet {
 			set++
 		}
 	}
 	if set != 1 {
-		return expectation{}, errors.New("want exactly one of row (with route or table, or either alone), record and dead_letter")
+		return expectation{}, errors.New("want exactly one of row (with route or table, or either alone), record, dead_letter and filtered: true")
+	}
+	if e.Filtered {
+		return expectation{filtered: true}, nil
 	}
 	var x expectation
 	var errs []error
@@ -158,6 +162,22 @@ func wantRow(cols mapping.Columns, row map[string]any, of string) ([]wantColumn,
 // per problem, or "" when got meets x.
 func (x *expectation) check(got outcome) string {
 	const indent = "      "
+	if x.filtered {
+		if !got.filtered {
+			return fmt.Sprintf("%swant the event dropped by the filter, got %s\n", indent, x.describe(got))
+		}
+		return ""
+	}
+	if got.filtered {
+		what := "a row"
+		switch {
+		case x.deadLetter != nil:
+			what = "a dead letter"
+		case x.row == nil:
+			what = "a record"
+		}
+		return fmt.Sprintf("%swant %s, got the event dropped by the connector's filter\n", indent, what)
+	}
 	if x.deadLetter != nil {
 		switch {
 		case got.reason == "":
@@ -223,6 +243,8 @@ func (x *expectation) check(got outcome) string {
 func (x *expectation) describe(got outcome) string {
 	reason := strings.ReplaceAll(got.reason, "\n", "; ")
 	switch {
+	case got.filtered:
+		return "the event dropped by the connector's filter"
 	case got.stops:
 		return "a failure that stops the connector (errors.tolerance: none): " + reason
 	case got.reason != "":

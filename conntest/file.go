@@ -94,6 +94,8 @@ type Expect struct {
 	Record any `yaml:"record"`
 	// DeadLetter is a substring of the dead letter's reason.
 	DeadLetter *string `yaml:"dead_letter"`
+	// Filtered, when true, expects the connector's filter to drop the event.
+	Filtered bool `yaml:"filtered"`
 }
 
 // MalformedError is a test file that cannot be run; Problems name the path

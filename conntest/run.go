@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w
 	for _, c := range cases {
 		var diff strings.Builder
 		for i := range c.events {
-			got := c.target.apply(ctx, &c.events[i])
+			got := c.apply(ctx, &c.events[i])
 			if msg := c.expect[i].check(got); msg != "" {
 				fmt.Fprintf(&diff, "    event %d (partition %s, sequence number %d):\n%s",
 					i+1, c.events[i].Partition, c.events[i].SequenceNumber, msg)
@@ -66,21 +66,36 @@ func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w
 // preparedCase is a case checked against its connector, ready to run.
 type preparedCase struct {
 	name, connector string
+	filter          *connector.FilterSpec
+	stops           bool // errors.tolerance: none
 	target          target
 	events          []sinks.Event
 	expect          []expectation
 }
 
+// apply runs ev through the connector's filter, then its sink.
+func (c *preparedCase) apply(ctx context.Context, ev *sinks.Event) outcome {
+	keep, err := c.filter.Keeps(ev)
+	switch {
+	case err != nil:
+		return outcome{reason: err.Error(), stops: c.stops}
+	case !keep:
+		return outcome{filtered: true}
+	}
+	return c.target.apply(ctx, ev)
+}
+
 // outcome is what a connector made of one event: a row, a record, or a
 // dead letter (or a stop, under errors.tolerance: none).
 type outcome struct {
-	row    []value
-	cols   []string // the row's column names
-	route  string   // the route the event took, on a routed connector
-	table  string   // the table it rendered, on a routed postgres connector
-	record []byte
-	reason string // set for a dead letter or a stop
-	stops  bool   // the connector would stop instead of dead-lettering
+	row      []value
+	cols     []string // the row's column names
+	route    string   // the route the event took, on a routed connector
+	table    string   // the table it rendered, on a routed postgres connector
+	record   []byte
+	reason   string // set for a dead letter or a stop
+	stops    bool   // the connector would stop instead of dead-lettering
+	filtered bool   // the connector's filter dropped the event
 }
 
 // target is a connector's sink as far as it can run without its service.
@@ -127,7 +142,7 @@ func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, e
 		if len(tc.Expect) != len(tc.Events) {
 			add(path+".expect", fmt.Errorf("%d expectations for %d events (want one per event)", len(tc.Expect), len(tc.Events)))
 		}
-		pc := preparedCase{name: tc.Name, connector: tc.Connector, target: t}
+		pc := preparedCase{name: tc.Name, connector: tc.Connector, filter: spec.Filter, stops: spec.Errors.Tolerance == "none", target: t}
 		for j := range tc.Events {
 			ev, err := tc.Events[j].event(j)
 			for _, p := range config.Errors(err) {

@@ -65,8 +65,10 @@ type Expr struct {
 	src   string
 	root  *cond
 	paths *mapping.PathSet // nil when the condition reads no JSON path
-	pool  sync.Pool        // *state
+	pool  *sync.Pool       // *state
 }
+
+func newStatePool() *sync.Pool { return &sync.Pool{New: func() any { return new(state) }} }
 
 // state is the scratch of one evaluation.
 type state struct {
@@ -102,7 +104,7 @@ func Compile(src string) (*Expr, error) {
 	if len(p.paths) > 0 {
 		e.paths = mapping.NewPathSet(p.paths...)
 	}
-	e.pool.New = func() any { return new(state) }
+	e.pool = newStatePool()
 	return e, nil
 }
 
@@ -124,7 +126,7 @@ func (e *Expr) ReadsBody() bool { return e.paths != nil }
 
 // MarshalText returns the condition as written, so printed configurations
 // read back.
-func (e *Expr) MarshalText() ([]byte, error) { return []byte(e.src), nil }
+func (e Expr) MarshalText() ([]byte, error) { return []byte(e.src), nil }
 
 // UnmarshalText compiles a condition from configuration.
 func (e *Expr) UnmarshalText(b []byte) error {
@@ -133,7 +135,7 @@ func (e *Expr) UnmarshalText(b []byte) error {
 		return err
 	}
 	e.src, e.root, e.paths = c.src, c.root, c.paths
-	e.pool.New = func() any { return new(state) }
+	e.pool = newStatePool()
 	return nil
 }
 

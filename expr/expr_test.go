@@ -186,7 +186,7 @@ func TestCompileErrors(t *testing.T) {
 		{`exists $.a`, `column 8: expected ( after exists`},
 		{`exists(@partition)`, `column 8: exists(@partition) is always true`},
 		{`exists('x')`, `column 8: exists('x') is always true`},
-		{`@index == 1`, `column 1: unknown metadata source "@index"`},
+		{`@index == 1`, `column 1: @index is not available in a condition`},
 		{`$.a == 1.`, `column 8: invalid number`},
 		{`$.a == 12abc`, `column 8: invalid number "12a"`},
 		{`$.a ! 1`, `column 5: unexpected ! (use not, or != to compare)`},

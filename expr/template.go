@@ -23,7 +23,7 @@ type Template struct {
 	src   string
 	parts []tmplPart
 	paths *mapping.PathSet
-	pool  sync.Pool // *state
+	pool  *sync.Pool // *state
 }
 
 type tmplPart struct {
@@ -80,7 +80,7 @@ func CompileTemplate(src string) (*Template, error) {
 	if len(p.paths) > 0 {
 		t.paths = mapping.NewPathSet(p.paths...)
 	}
-	t.pool.New = func() any { return new(state) }
+	t.pool = newStatePool()
 	return t, nil
 }
 
@@ -99,7 +99,7 @@ func (t *Template) Literal() bool {
 }
 
 // MarshalText returns the template as written.
-func (t *Template) MarshalText() ([]byte, error) { return []byte(t.src), nil }
+func (t Template) MarshalText() ([]byte, error) { return []byte(t.src), nil }
 
 // UnmarshalText compiles a template from configuration.
 func (t *Template) UnmarshalText(b []byte) error {
@@ -108,7 +108,7 @@ func (t *Template) UnmarshalText(b []byte) error {
 		return err
 	}
 	t.src, t.parts, t.paths = c.src, c.parts, c.paths
-	t.pool.New = func() any { return new(state) }
+	t.pool = newStatePool()
 	return nil
 }
 

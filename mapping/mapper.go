@@ -47,20 +47,31 @@ type Mapper struct {
 	cols     Columns
 	root     *node // trie of the JSON paths; nil when the body is not read as JSON
 	needScan bool  // the body must be parsed (JSON paths, or @body / $ as json)
+	explode  Path
 	pool     sync.Pool
 }
 
 // Compile validates cols and builds a Mapper. The mapper keeps its own copy
 // of the columns.
-func Compile(cols Columns) (*Mapper, error) {
-	if err := cols.Validate(); err != nil {
+func Compile(cols Columns) (*Mapper, error) { return CompileWith(cols, Options{}) }
+
+// CompileWith is Compile with options (an exploded array).
+func CompileWith(cols Columns, o Options) (*Mapper, error) {
+	if err := errors.Join(cols.Validate(), o.Validate(cols)); err != nil {
 		return nil, err
 	}
-	m := &Mapper{cols: append(Columns(nil), cols...), root: &node{}}
+	m := &Mapper{cols: append(Columns(nil), cols...), root: &node{}, explode: o.Explode}
+	colRoot := m.root
+	if m.exploded() {
+		// The columns' paths start at each element of the array.
+		colRoot = &node{}
+		m.root.at(o.Explode.Steps()).explode = colRoot
+		m.needScan = true
+	}
 	for i, c := range m.cols {
 		switch {
 		case c.From.Kind == SourceJSON:
-			m.root.add(c.From.Path, i)
+			colRoot.add(c.From.Path, i)
 			m.needScan = true
 		case c.From.Kind == SourceBody && c.Type.Kind == KindJSON:
 			m.needScan = true // validate the body
@@ -69,6 +80,11 @@ func Compile(cols Columns) (*Mapper, error) {
 	m.pool.New = func() any { return &scanner{} }
 	return m, nil
 }
+
+func (m *Mapper) exploded() bool { return m.explode.IsSet() }
+
+// Explode returns the exploded path, unset for a mapper without one.
+func (m *Mapper) Explode() Path { return m.explode }
 
 // Columns returns the mapper's columns. The caller must not modify them.
 func (m *Mapper) Columns() Columns { return m.cols }
@@ -79,18 +95,24 @@ func (m *Mapper) Columns() Columns { return m.cols }
 // row does not alias ev. On failure it returns [ErrInvalidJSON] (wrapped)
 // or the [*ColumnError] of each failing column, joined; row's contents are
 // then unspecified.
+//
+// A mapper with Explode makes several rows of an event: use [Mapper.Rows].
 func (m *Mapper) Map(ev *sinks.Event, row []any) error {
+	if m.exploded() {
+		return fmt.Errorf("mapping: the mapping explodes %s: use Rows", m.explode)
+	}
+	r, err := m.Rows(ev)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.Map(0, row)
+}
+
+// mapScanned converts the values of a scanned event (or element) into row.
+func (m *Mapper) mapScanned(ev *sinks.Event, row []any, sc *scanner) error {
 	if len(row) != len(m.cols) {
 		return fmt.Errorf("mapping: row has %d values for %d columns", len(row), len(m.cols))
-	}
-	sc := m.pool.Get().(*scanner)
-	defer m.pool.Put(sc)
-	if m.needScan {
-		err := sc.scan(ev.Body, m.root, len(m.cols))
-		sc.data = nil // do not keep the body alive in the pool
-		if err != nil {
-			return err
-		}
 	}
 	var errs []error
 	for i := range m.cols {
@@ -190,6 +212,8 @@ func (m *Mapper) value(c *Column, i int, ev *sinks.Event, sc *scanner) (any, err
 		s = propertyScalar(p)
 	case SourceBody:
 		s = scalar{kind: sBytes, text: ev.Body, raw: ev.Body}
+	case SourceIndex:
+		s = scalar{kind: sInt, i: int64(sc.index)}
 	default:
 		return nil, fmt.Errorf("invalid source")
 	}

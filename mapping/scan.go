@@ -23,6 +23,9 @@ type node struct {
 	small   []keyChild // the keys as a list, used instead of the map when short
 	indexes []indexChild
 	cols    []int // columns whose value is the value at this node
+	// explode, at the node of an exploded path, is the trie of the
+	// columns, applied to each element of the array found here.
+	explode *node
 }
 
 type keyChild struct {
@@ -53,36 +56,7 @@ type indexChild struct {
 }
 
 func (n *node) add(path []Step, col int) {
-	for _, st := range path {
-		var next *node
-		if st.Index >= 0 {
-			for _, ic := range n.indexes {
-				if ic.index == st.Index {
-					next = ic.child
-				}
-			}
-			if next == nil {
-				next = &node{}
-				n.indexes = append(n.indexes, indexChild{st.Index, next})
-			}
-		} else {
-			next = n.keys[st.Key]
-			if next == nil {
-				if n.keys == nil {
-					n.keys = make(map[string]*node)
-				}
-				next = &node{}
-				n.keys[st.Key] = next
-				n.small = nil
-				if len(n.keys) <= smallKeys {
-					for k, c := range n.keys {
-						n.small = append(n.small, keyChild{k, c})
-					}
-				}
-			}
-		}
-		n = next
-	}
+	n = n.at(path)
 	n.cols = append(n.cols, col)
 }
 
@@ -115,6 +89,13 @@ type scanner struct {
 	buf   []byte // scratch for unescaped keys and strings
 	dig   []byte // scratch for decimal digits
 	num   []byte // scratch for formatted numbers
+	// Exploded scans: the spans of element k are all[k*ncols:(k+1)*ncols].
+	ncols  int
+	all    []span
+	nElems int
+	exKind byte // kind of the value at the exploded path
+	index  int  // the element being mapped (@index)
+	rows   Rows // handed out by Mapper.Rows, so that it allocates nothing
 }
 
 func (s *scanner) fail(msg string) error {
@@ -125,6 +106,8 @@ func (s *scanner) fail(msg string) error {
 // columns in the trie rooted at root.
 func (s *scanner) scan(data []byte, root *node, ncols int) error {
 	s.data, s.pos, s.depth = data, 0, 0
+	s.ncols, s.nElems, s.exKind, s.index = ncols, 0, jMissing, 0
+	s.all = s.all[:0]
 	if cap(s.spans) < ncols {
 		s.spans = make([]span, ncols)
 	}
@@ -189,8 +172,26 @@ func (s *scanner) value(n *node) error {
 		for _, col := range n.cols {
 			s.spans[col] = span{start: start, end: s.pos, kind: kind, escaped: escaped}
 		}
+		if n.explode != nil {
+			s.exKind = kind
+		}
 	}
 	return nil
+}
+
+// element starts the spans of the next element of an exploded array and
+// returns the column trie to scan it with.
+func (s *scanner) element(cols *node) *node {
+	k := s.nElems
+	s.nElems++
+	end := (k + 1) * s.ncols
+	if end > cap(s.all) {
+		s.all = append(s.all[:cap(s.all)], make([]span, end-cap(s.all)+len(s.all))...)
+	}
+	s.all = s.all[:end]
+	s.spans = s.all[k*s.ncols : end]
+	clear(s.spans)
+	return cols
 }
 
 func (s *scanner) object(n *node) error {
@@ -260,9 +261,15 @@ func (s *scanner) array(n *node) error {
 		s.depth--
 		return nil
 	}
+	// The elements of an exploded array are scanned with the columns'
+	// trie, each into spans of its own.
+	exploded := n != nil && n.explode != nil
+	outer := s.spans
 	for i := 0; ; i++ {
 		var child *node
-		if n != nil {
+		if exploded {
+			child = s.element(n.explode)
+		} else if n != nil {
 			for _, ic := range n.indexes {
 				if ic.index == i {
 					child = ic.child
@@ -283,6 +290,7 @@ func (s *scanner) array(n *node) error {
 		case ']':
 			s.pos++
 			s.depth--
+			s.spans = outer
 			return nil
 		default:
 			return s.fail("want , or ] in an array")
@@ -454,4 +462,39 @@ func unescape(dst, src []byte) []byte {
 
 func hex4(b []byte) rune {
 	return hexVal(b[0])<<12 | hexVal(b[1])<<8 | hexVal(b[2])<<4 | hexVal(b[3])
+}
+
+// at returns the node at path, creating the nodes on the way.
+func (n *node) at(path []Step) *node {
+	for _, st := range path {
+		var next *node
+		if st.Index >= 0 {
+			for _, ic := range n.indexes {
+				if ic.index == st.Index {
+					next = ic.child
+				}
+			}
+			if next == nil {
+				next = &node{}
+				n.indexes = append(n.indexes, indexChild{st.Index, next})
+			}
+		} else {
+			next = n.keys[st.Key]
+			if next == nil {
+				if n.keys == nil {
+					n.keys = make(map[string]*node)
+				}
+				next = &node{}
+				n.keys[st.Key] = next
+				n.small = nil
+				if len(n.keys) <= smallKeys {
+					for k, c := range n.keys {
+						n.small = append(n.small, keyChild{k, c})
+					}
+				}
+			}
+		}
+		n = next
+	}
+	return n
 }

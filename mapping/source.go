@@ -21,6 +21,7 @@ const (
 	SourceContentType               // @content_type
 	SourceProperty                  // @properties.NAME
 	SourceBody                      // @body, the whole body
+	SourceIndex                     // @index, the position of an exploded element
 )
 
 // metaSource returns the metadata source named name (@properties.NAME is
@@ -41,6 +42,8 @@ func metaSource(name string) (SourceKind, bool) {
 		return SourceContentType, true
 	case "@body":
 		return SourceBody, true
+	case "@index":
+		return SourceIndex, true
 	}
 	return SourceInvalid, false
 }
@@ -85,7 +88,7 @@ func ParseSource(s string) (Source, error) {
 		if k, ok := metaSource(s); ok {
 			return Source{Kind: k}, nil
 		}
-		return Source{}, fmt.Errorf("unknown metadata source %q (want @partition, @sequence_number, @offset, @enqueued_time, @partition_key, @content_type, @properties.NAME or @body)", s)
+		return Source{}, fmt.Errorf("unknown metadata source %q (want @partition, @sequence_number, @offset, @enqueued_time, @partition_key, @content_type, @properties.NAME, @body or @index)", s)
 	case s == "":
 		return Source{}, fmt.Errorf("empty source (want a JSON path such as $.id or metadata such as @sequence_number)")
 	default:
@@ -157,7 +160,7 @@ func (s Source) String() string {
 	case SourceProperty:
 		return "@properties." + s.Property
 	}
-	for _, name := range []string{"@partition", "@sequence_number", "@offset", "@enqueued_time", "@partition_key", "@content_type", "@body"} {
+	for _, name := range []string{"@partition", "@sequence_number", "@offset", "@enqueued_time", "@partition_key", "@content_type", "@body", "@index"} {
 		if k, _ := metaSource(name); k == s.Kind {
 			return name
 		}
@@ -168,7 +171,7 @@ func (s Source) String() string {
 // DefaultType is the type a column from s has when the mapping names none.
 func (s Source) DefaultType() Type {
 	switch s.Kind {
-	case SourceSequenceNumber:
+	case SourceSequenceNumber, SourceIndex:
 		return Type{Kind: KindInt64}
 	case SourceEnqueuedTime:
 		return Type{Kind: KindTimestamp}
@@ -186,7 +189,7 @@ func (s Source) DefaultType() Type {
 // mapping does not say: metadata every event has is not.
 func (s Source) DefaultNullable() bool {
 	switch s.Kind {
-	case SourcePartition, SourceSequenceNumber, SourceOffset, SourceEnqueuedTime, SourceBody:
+	case SourcePartition, SourceSequenceNumber, SourceOffset, SourceEnqueuedTime, SourceBody, SourceIndex:
 		return false
 	case SourceJSON:
 		return len(s.Path) != 0
