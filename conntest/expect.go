@@ -17,6 +17,8 @@ import (
 // expectation is an [Expect] checked against its connector.
 type expectation struct {
 	filtered   bool
+	exploded   bool          // rows or elements of an exploded event
+	elems      []expectation // one per element
 	deadLetter *string
 	row        []wantColumn
 	// routeRow is row per route of a routed connector: the route an event
@@ -41,16 +43,19 @@ type wantField struct {
 
 func prepareExpect(t target, e *Expect) (expectation, error) {
 	set := 0
-	for _, isSet := range []bool{e.Row != nil || e.Route != nil || e.Table != nil, e.Record != nil, e.DeadLetter != nil, e.Filtered} {
+	for _, isSet := range []bool{e.Row != nil || e.Route != nil || e.Table != nil, e.Record != nil, e.DeadLetter != nil, e.Filtered, e.Rows != nil || e.Elements != nil} {
 		if isSet {
 			set++
 		}
 	}
 	if set != 1 {
-		return expectation{}, errors.New("want exactly one of row (with route or table, or either alone), record, dead_letter and filtered: true")
+		return expectation{}, errors.New("want exactly one of row (with route or table, or either alone), rows or elements (with explode), record, dead_letter and filtered: true")
 	}
 	if e.Filtered {
 		return expectation{filtered: true}, nil
+	}
+	if x, err, ok := prepareExploded(t, e); ok {
+		return x, err
 	}
 	var x expectation
 	var errs []error
@@ -131,6 +136,61 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 	return x, errors.Join(errs...)
 }
 
+// prepareExploded prepares the expectation of a connector whose mapping
+// explodes an array, or of rows/elements given to one that does not; ok
+// is false when neither applies.
+func prepareExploded(t target, e *Expect) (x expectation, err error, ok bool) {
+	mt, _ := t.(*mapTarget)
+	explode := mapping.Path{}
+	if mt != nil {
+		explode = mt.mapper.Explode()
+	}
+	if !explode.IsSet() {
+		if e.Rows != nil || e.Elements != nil {
+			field := "rows"
+			if e.Rows == nil {
+				field = "elements"
+			}
+			return x, &config.Error{Path: field, Err: errors.New("this connector's mapping has no explode: use row")}, true
+		}
+		return x, nil, false
+	}
+	if e.Row != nil || e.Record != nil {
+		return x, &config.Error{Path: "row", Err: fmt.Errorf("this connector explodes %s: use rows (one per element) or elements", explode)}, true
+	}
+	if e.DeadLetter != nil {
+		return expectation{deadLetter: e.DeadLetter}, nil, true
+	}
+	x.exploded = true
+	x.elems = []expectation{}
+	var errs []error
+	for i, r := range e.Rows {
+		row, rerrs := wantRow(mt.mapper.Columns(), r, "the connector")
+		for _, p := range config.Errors(errors.Join(rerrs...)) {
+			errs = append(errs, &config.Error{Path: config.JoinPath(fmt.Sprintf("rows[%d]", i), strings.TrimPrefix(p.Path, "row.")), Err: p.Err})
+		}
+		x.elems = append(x.elems, expectation{row: row})
+	}
+	for i := range e.Elements {
+		el := &e.Elements[i]
+		path := fmt.Sprintf("elements[%d]", i)
+		if (el.Row == nil) == (el.DeadLetter == nil) || el.Record != nil || el.Filtered || el.Rows != nil || el.Elements != nil || el.Route != nil || el.Table != nil {
+			errs = append(errs, &config.Error{Path: path, Err: errors.New("want exactly one of row and dead_letter")})
+			continue
+		}
+		ex := expectation{deadLetter: el.DeadLetter}
+		if el.Row != nil {
+			var rerrs []error
+			ex.row, rerrs = wantRow(mt.mapper.Columns(), el.Row, "the connector")
+			for _, p := range config.Errors(errors.Join(rerrs...)) {
+				errs = append(errs, &config.Error{Path: config.JoinPath(path, p.Path), Err: p.Err})
+			}
+		}
+		x.elems = append(x.elems, ex)
+	}
+	return x, errors.Join(errs...), true
+}
+
 // wantRow checks the expected row of a mapping with columns cols; of
 // names the mapping's owner in messages.
 func wantRow(cols mapping.Columns, row map[string]any, of string) ([]wantColumn, []error) {
@@ -177,6 +237,9 @@ func (x *expectation) check(got outcome) string {
 			what = "a record"
 		}
 		return fmt.Sprintf("%swant %s, got the event dropped by the connector's filter\n", indent, what)
+	}
+	if x.exploded {
+		return x.checkElements(got)
 	}
 	if x.deadLetter != nil {
 		switch {
@@ -238,6 +301,32 @@ func (x *expectation) check(got outcome) string {
 	return b.String()
 }
 
+// checkElements compares the elements of an exploded event with x's.
+func (x *expectation) checkElements(got outcome) string {
+	const indent = "      "
+	if !got.exploded {
+		return fmt.Sprintf("%swant %d rows, got %s\n", indent, len(x.elems), x.describe(got))
+	}
+	if len(got.elems) != len(x.elems) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%swant %d rows, got %d element%s:\n", indent, len(x.elems), len(got.elems), plural(len(got.elems)))
+		for i, g := range got.elems {
+			fmt.Fprintf(&b, "%s  element %d: %s\n", indent, i, x.describe(g))
+		}
+		return b.String()
+	}
+	var b strings.Builder
+	for i := range x.elems {
+		if msg := x.elems[i].check(got.elems[i]); msg != "" {
+			fmt.Fprintf(&b, "%selement %d:\n", indent, i)
+			for _, line := range strings.SplitAfter(strings.TrimSuffix(msg, "\n"), "\n") {
+				b.WriteString("  " + strings.TrimSuffix(line, "\n") + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
 // describe says in a phrase what the connector made of an event. The
 // reasons of several failing columns, one per line, are put on one.
 func (x *expectation) describe(got outcome) string {
@@ -245,6 +334,8 @@ func (x *expectation) describe(got outcome) string {
 	switch {
 	case got.filtered:
 		return "the event dropped by the connector's filter"
+	case got.exploded:
+		return fmt.Sprintf("%d element%s", len(got.elems), plural(len(got.elems)))
 	case got.stops:
 		return "a failure that stops the connector (errors.tolerance: none): " + reason
 	case got.reason != "":
@@ -273,4 +364,11 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, errors.New("not an RFC 3339 time such as 2026-03-01T10:00:00Z")
 	}
 	return t.UTC(), nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -96,6 +96,13 @@ type Expect struct {
 	DeadLetter *string `yaml:"dead_letter"`
 	// Filtered, when true, expects the connector's filter to drop the event.
 	Filtered bool `yaml:"filtered"`
+	// Rows expects an event of a connector whose mapping explodes an
+	// array to make these rows, one per element, in order; an empty list
+	// expects no row (an empty array).
+	Rows []map[string]any `yaml:"rows"`
+	// Elements is Rows with each element's own outcome: {row: ...} or
+	// {dead_letter: ...} (an element that does not convert).
+	Elements []Expect `yaml:"elements"`
 }
 
 // MalformedError is a test file that cannot be run; Problems name the path

@@ -1,6 +1,8 @@
 package conntest
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,3 +34,37 @@ func TestFilters(t *testing.T) {
 		t.Errorf("result %+v, want 2 failed", res)
 	}
 }
+
+func TestExplodeExpectations(t *testing.T) {
+	f := &File{Tests: []Case{{
+		Name: "records", Connector: "logs",
+		Events: []Event{
+			{Body: `{"records": [{"msg": "a", "n": 1}, {"msg": "b", "n": "x"}, {"msg": "c"}]}`},
+			{Body: `{"records": []}`},
+			{Body: `{"records": 3}`},
+			{Body: `{"records": [{"msg": "a"}]}`},
+		},
+		Expect: []Expect{
+			{Elements: []Expect{{Row: map[string]any{"msg": "a", "i": 0, "n": 1}}, {DeadLetter: ptr(`element 1: column "n"`)}, {Row: map[string]any{"msg": "c", "i": 2, "n": nil}}}},
+			{Rows: []map[string]any{}},
+			{DeadLetter: ptr("the value is a number, not an array")},
+			{Rows: []map[string]any{{"msg": "z"}, {"msg": "a"}}},
+		},
+	}}}
+	var out strings.Builder
+	res, err := Run(context.Background(), loadConfig(t, "testdata/filter.yaml"), "x.yaml", f, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "    event 4 (partition 0, sequence number 3):\n      want 2 rows, got 1 element:\n        element 0: a row: i=0 msg=\"a\" n=null\n"
+	if res.Failed != 1 || !strings.Contains(out.String(), want) {
+		t.Fatalf("result %+v, report:\n%s\nwant it to contain:\n%s", res, out.String(), want)
+	}
+	_, _, err = runFile(t, "testdata/filter.yaml", "testdata/explode_malformed.yaml")
+	wantPaths := []string{"tests[0].expect[0].row", "tests[0].expect[1].rows[0].mgs", "tests[0].expect[2].elements[0]", "tests[0].expect[2].elements[1]", "tests[0].expect[3]", "tests[1].expect[0].rows"}
+	if got := problemPaths(t, err); !slices.Equal(got, wantPaths) {
+		t.Errorf("problem paths %q, want %q\n%v", got, wantPaths, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -96,6 +96,10 @@ type outcome struct {
 	reason   string // set for a dead letter or a stop
 	stops    bool   // the connector would stop instead of dead-lettering
 	filtered bool   // the connector's filter dropped the event
+	// elems are the outcomes of the elements of an exploded event (its
+	// rows, or the reasons of elements that do not convert).
+	elems    []outcome
+	exploded bool
 }
 
 // target is a connector's sink as far as it can run without its service.
@@ -218,7 +222,20 @@ func newTarget(spec *connector.Spec) (target, error) {
 	if !ok {
 		return nil, fmt.Errorf("connector %q: sink type %s has no column mapping to test", spec.Name, spec.Sink.Type)
 	}
-	return newMapTarget(cols, stops)
+	v, _ := structOf(spec.Sink.Config)
+	return newMapTargetWith(cols, mapping.Options{Explode: explodeOfStruct(v)}, stops)
+}
+
+// explodeOfStruct returns the exploded path of a sink config (or of one of
+// its routes): its field of type mapping.Path whose key is explode.
+func explodeOfStruct(v reflect.Value) mapping.Path {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.IsExported() && f.Type == reflect.TypeFor[mapping.Path]() && yamlName(f) == "explode" {
+			return v.Field(i).Interface().(mapping.Path)
+		}
+	}
+	return mapping.Path{}
 }
 
 // columnsOf finds the mapping of a sink config by reflection, so that no
@@ -265,7 +282,11 @@ type mapTarget struct {
 }
 
 func newMapTarget(cols mapping.Columns, stops bool) (*mapTarget, error) {
-	m, err := mapping.Compile(cols)
+	return newMapTargetWith(cols, mapping.Options{}, stops)
+}
+
+func newMapTargetWith(cols mapping.Columns, opts mapping.Options, stops bool) (*mapTarget, error) {
+	m, err := mapping.CompileWith(cols, opts)
 	if err != nil {
 		return nil, fmt.Errorf("columns: %w", err)
 	}
@@ -274,13 +295,28 @@ func newMapTarget(cols mapping.Columns, stops bool) (*mapTarget, error) {
 
 func (t *mapTarget) apply(_ context.Context, ev *sinks.Event) outcome {
 	cols := t.mapper.Columns()
-	row := make([]any, len(cols))
-	if err := t.mapper.Map(ev, row); err != nil {
+	rows, err := t.mapper.Rows(ev)
+	if err != nil {
 		return outcome{reason: err.Error(), stops: t.stops}
 	}
-	out := outcome{row: make([]value, len(cols)), cols: cols.Names()}
-	for i, v := range row {
-		out.row[i] = gotValue(cols[i], v)
+	defer rows.Close()
+	one := func(j int) outcome {
+		row := make([]any, len(cols))
+		if err := rows.Map(j, row); err != nil {
+			return outcome{reason: err.Error(), stops: t.stops}
+		}
+		out := outcome{row: make([]value, len(cols)), cols: cols.Names()}
+		for i, v := range row {
+			out.row[i] = gotValue(cols[i], v)
+		}
+		return out
+	}
+	if !rows.Exploded() {
+		return one(0)
+	}
+	out := outcome{exploded: true, elems: []outcome{}}
+	for j := range rows.Len() {
+		out.elems = append(out.elems, one(j))
 	}
 	return out
 }

@@ -74,7 +74,7 @@ type Options struct {
 
 // Validate checks the options against the columns: @index needs Explode.
 // Problems are [*sinks.FieldError] values with paths relative to the
-// sink config ("columns.pos.from").
+// mapping ("pos.from"), as [Columns.Validate] reports them.
 func (o Options) Validate(cols Columns) error {
 	if o.Explode.IsSet() {
 		return nil
@@ -82,7 +82,7 @@ func (o Options) Validate(cols Columns) error {
 	var errs []error
 	for _, c := range cols {
 		if c.From.Kind == SourceIndex {
-			errs = append(errs, &sinks.FieldError{Field: "columns." + c.Name + ".from",
+			errs = append(errs, &sinks.FieldError{Field: c.Name + ".from",
 				Err: errors.New("@index is the position of an exploded element: set explode (such as explode: $.records)")})
 		}
 	}
@@ -145,6 +145,9 @@ func (m *Mapper) Rows(ev *sinks.Event) (*Rows, error) {
 	}
 	return r, nil
 }
+
+// Exploded reports whether the rows are elements of an exploded array.
+func (r *Rows) Exploded() bool { return r.m.exploded() }
 
 // Len returns the number of rows.
 func (r *Rows) Len() int { return r.n }

@@ -117,7 +117,7 @@ func TestExplodeShapes(t *testing.T) {
 func TestExplodeValidate(t *testing.T) {
 	_, err := CompileWith(mustColumns(t, "i|@index"), Options{})
 	var fe *sinks.FieldError
-	if !errors.As(err, &fe) || fe.Field != "columns.i.from" || !strings.Contains(err.Error(), "set explode") {
+	if !errors.As(err, &fe) || fe.Field != "i.from" || !strings.Contains(err.Error(), "set explode") {
 		t.Fatalf("@index without explode: %v", err)
 	}
 	for _, bad := range []string{"records", "@body", "$.a[", "$..a"} {

@@ -30,6 +30,11 @@ type Config struct {
 	// Columns maps event values to the file's columns, in the mapping
 	// language shared with the PostgreSQL sink. Required.
 	Columns mapping.Columns `yaml:"columns"`
+	// Explode, when set, makes one row per element of the array at this
+	// JSON path (such as $.records): the element is the `$` of the columns,
+	// and @index its position (see [mapping.Options]). All rows of an
+	// event go to the same file.
+	Explode mapping.Path `yaml:"explode"`
 	// Compression is zstd, snappy or none. If empty, zstd.
 	Compression string `yaml:"compression"`
 	// RowGroupSize is the in-memory size at which a row group is written
@@ -119,7 +124,7 @@ func (c *Config) Validate() error {
 	if _, err := parseTemplate(cc.Path); err != nil {
 		fe("path", err)
 	}
-	if err := cc.Columns.Validate(); err != nil {
+	if err := errors.Join(cc.Columns.Validate(), mapping.Options{Explode: cc.Explode}.Validate(cc.Columns)); err != nil {
 		errs = append(errs, prefixFieldErrors("columns", err))
 	} else {
 		for _, col := range cc.Columns {

@@ -4,7 +4,6 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/sinks"
 )
 
 // rowMapper turns events into Parquet rows: the shared mapping gives typed
@@ -15,21 +14,30 @@ type rowMapper struct {
 	convs []converter
 }
 
-func newRowMapper(cols mapping.Columns) (*rowMapper, error) {
-	m, err := mapping.Compile(cols)
+func newRowMapper(cols mapping.Columns, explode mapping.Path) (*rowMapper, error) {
+	m, err := mapping.CompileWith(cols, mapping.Options{Explode: explode})
 	if err != nil {
 		return nil, err
 	}
 	return &rowMapper{m: m, convs: newConverters(cols)}, nil
 }
 
-// mapEvent maps e into vals (reused when it has the capacity).
-func (r *rowMapper) mapEvent(e *sinks.Event, vals []any) ([]any, error) {
+// mapRow maps row j of an event into the Parquet values appended to row,
+// through vals (reused when it has the capacity). A failure of an exploded
+// element names the element.
+func (r *rowMapper) mapRow(rows *mapping.Rows, j int, row pq.Row, vals []any) (pq.Row, []any, error) {
 	if cap(vals) < len(r.convs) {
 		vals = make([]any, len(r.convs))
 	}
 	vals = vals[:len(r.convs)]
-	return vals, r.m.Map(e, vals)
+	if err := rows.Map(j, vals); err != nil {
+		return row, vals, err
+	}
+	row, err := r.appendRow(row, vals)
+	if err != nil && rows.Exploded() {
+		err = &mapping.ElementError{Index: j, Err: err}
+	}
+	return row, vals, err
 }
 
 // appendRow appends the Parquet values of vals to row.

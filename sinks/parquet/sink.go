@@ -78,7 +78,7 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 	if s.codec, err = codec(c.Compression); err != nil {
 		return nil, err
 	}
-	if s.mapper, err = newRowMapper(c.Columns); err != nil {
+	if s.mapper, err = newRowMapper(c.Columns, c.Explode); err != nil {
 		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
 	}
 	if c.Blob != nil {

@@ -106,27 +106,33 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			w.log.Warn("skipping event already taken", "seq", e.SequenceNumber)
 			continue
 		}
-		var err error
-		w.vals, err = w.s.mapper.mapEvent(e, w.vals[:0])
+		// An event makes one row, or one per element of an exploded
+		// array; an element that does not convert is a failure of its
+		// own, and the event's other rows are taken.
+		rows, err := w.s.mapper.m.Rows(e)
 		if err != nil {
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}
-		var row pq.Row
-		if len(w.rows) < cap(w.rows) {
-			row = w.rows[:len(w.rows)+1][len(w.rows)][:0]
-		}
-		if row, err = w.s.mapper.appendRow(row, w.vals); err != nil {
-			failed = append(failed, sinks.EventError{Index: i, Err: err})
-			continue
-		}
-		if w.file == nil {
-			if err := w.newFile(ctx, e); err != nil {
-				return fmt.Errorf("connector %q partition %s seq %d: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
+		for j := range rows.Len() {
+			var row pq.Row
+			if len(w.rows) < cap(w.rows) {
+				row = w.rows[:len(w.rows)+1][len(w.rows)][:0]
 			}
+			if row, w.vals, err = w.s.mapper.mapRow(rows, j, row, w.vals); err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+				continue
+			}
+			if w.file == nil {
+				if err := w.newFile(ctx, e); err != nil {
+					rows.Close()
+					return fmt.Errorf("connector %q partition %s seq %d: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
+				}
+			}
+			w.rows = append(w.rows, row)
 		}
-		w.rows = append(w.rows, row)
-		lastTaken = i
+		rows.Close()
+		lastTaken = i // the file's range covers it, with its rows or with none (an empty array)
 	}
 	if len(w.rows) > 0 {
 		if _, err := w.pw.WriteRows(w.rows); err != nil {

@@ -82,12 +82,18 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 			prepared := make([][]any, len(events))
 			for i := range events {
 				prepared[i] = make([]any, len(cols))
-				if err := convert(s.routes[0].static, &events[i], prepared[i]); err != nil {
+				d := s.routes[0].static
+				rows, err := d.r.mapper.Rows(&events[i])
+				if err == nil {
+					err = convert(d, rows, 0, prepared[i])
+					rows.Close()
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 				// What a pgx user would hand CopyFrom for a numeric.
-				d := prepared[i][2].(mapping.Decimal)
-				prepared[i][2] = pgtype.Numeric{Int: d.BigInt(), Exp: -d.Scale, Valid: true}
+				dec := prepared[i][2].(mapping.Decimal)
+				prepared[i][2] = pgtype.Numeric{Int: dec.BigInt(), Exp: -dec.Scale, Valid: true}
 			}
 			ctx := context.Background()
 			raw, err := pgx.Connect(ctx, dsn)

@@ -52,6 +52,11 @@ type Config struct {
 	// Columns maps event values to table columns. Required unless Routes
 	// are set.
 	Columns mapping.Columns `yaml:"columns"`
+	// Explode, when set, makes one row per element of the array at this
+	// JSON path (such as $.records): the element is the `$` of the columns,
+	// and @index its position (see [mapping.Options]). With routes, set it
+	// per route.
+	Explode mapping.Path `yaml:"explode"`
 	// Routes send each event to the table of the first route whose
 	// condition holds (see [Route]). With routes, Table, Key and Columns
 	// are set per route, and the state tables live in the schema of the
@@ -85,6 +90,8 @@ type Route struct {
 	Key []string `yaml:"key"`
 	// Columns maps event values to the route's table columns. Required.
 	Columns mapping.Columns `yaml:"columns"`
+	// Explode makes one row per element of an array, as Config.Explode.
+	Explode mapping.Path `yaml:"explode"`
 	// MaxTables bounds how many tables a templated Table may name; an
 	// event that would name one more is a dead letter. If zero, 100.
 	MaxTables int `yaml:"max_tables"`
@@ -104,7 +111,7 @@ func (c *Config) routes() []Route {
 	if len(c.Routes) > 0 {
 		return c.Routes
 	}
-	return []Route{{Table: c.Table, Key: c.Key, Columns: c.Columns}}
+	return []Route{{Table: c.Table, Key: c.Key, Columns: c.Columns, Explode: c.Explode}}
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -135,7 +142,7 @@ func (c *Config) Validate() error {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"table", d.Table != ""}, {"key", len(d.Key) > 0}, {"columns", len(d.Columns) > 0}} {
+		}{{"table", d.Table != ""}, {"key", len(d.Key) > 0}, {"columns", len(d.Columns) > 0}, {"explode", d.Explode.IsSet()}} {
 			if f.set {
 				fe(f.name, errors.New("set per route when routes are given"))
 			}
@@ -199,7 +206,10 @@ func validateRoute(mode string, r Route, fe func(string, error)) {
 			}
 		}
 	}
-	if err := r.Columns.Validate(); err != nil {
+	for _, err := range []error{r.Columns.Validate(), mapping.Options{Explode: r.Explode}.Validate(r.Columns)} {
+		if err == nil {
+			continue
+		}
 		for _, e := range flatten(err) {
 			var f *sinks.FieldError
 			if errors.As(e, &f) {

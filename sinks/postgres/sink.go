@@ -193,7 +193,7 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 			cols[i].Nullable = false // a key column must have a value
 		}
 	}
-	mapper, err := mapping.Compile(cols)
+	mapper, err := mapping.CompileWith(cols, mapping.Options{Explode: rc.Explode})
 	if err != nil {
 		return nil, fmt.Errorf("columns: %w", err)
 	}

@@ -130,21 +130,37 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 		b := w.buf(d)
 		r := d.r
 		ncols := len(r.mapper.Columns())
-		if b.n == len(b.rows) {
-			b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
-		}
-		row := &b.rows[b.n]
-		if err := convert(d, ev, row.vals[:ncols]); err != nil {
+		// An event makes one row, or one per element of an exploded
+		// array; an element that does not convert is a failure of its
+		// own, and the event's other rows are taken.
+		rows, err := r.mapper.Rows(ev)
+		if err != nil {
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}
-		if w.s.upsert {
-			row.vals[ncols] = ev.SequenceNumber
+		var kept *keptEvent
+		for j := range rows.Len() {
+			if b.n == len(b.rows) {
+				b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
+			}
+			row := &b.rows[b.n]
+			if err := convert(d, rows, j, row.vals[:ncols]); err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+				continue
+			}
+			if w.s.upsert {
+				row.vals[ncols] = ev.SequenceNumber
+			}
+			row.pos = ev.Position()
+			if kept == nil {
+				k := w.keep(ev) // once per event, shared by its rows
+				kept = &k
+			}
+			row.ev = *kept
+			b.n++
+			last = ev.SequenceNumber
 		}
-		row.pos = ev.Position()
-		row.ev = w.keep(ev)
-		b.n++
-		last = ev.SequenceNumber
+		rows.Close()
 	}
 	if len(failed) > 0 {
 		return &sinks.BatchError{Failed: failed}
@@ -152,13 +168,25 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	return nil
 }
 
-// convert maps ev into vals and applies what PostgreSQL adds to the
-// mapping's rules: no NUL in text, no \u0000 in jsonb. (Decimals stay
-// mapping.Decimal: the connections encode them with numericCodec.)
-func convert(d *dest, ev *sinks.Event, vals []any) error {
-	if err := d.r.mapper.Map(ev, vals); err != nil {
+// convert maps row j of an event into vals and applies what PostgreSQL
+// adds to the mapping's rules: no NUL in text, no \u0000 in jsonb.
+// (Decimals stay mapping.Decimal: the connections encode them with
+// numericCodec.) A failure of an exploded element names the element.
+func convert(d *dest, rows *mapping.Rows, j int, vals []any) error {
+	if err := rows.Map(j, vals); err != nil {
 		return err
 	}
+	if err := checkValues(d, vals); err != nil {
+		if rows.Exploded() {
+			return &mapping.ElementError{Index: j, Err: err}
+		}
+		return err
+	}
+	return nil
+}
+
+// checkValues applies PostgreSQL's rules to a mapped row.
+func checkValues(d *dest, vals []any) error {
 	cols := d.r.mapper.Columns()
 	for _, i := range d.r.nulCheck {
 		if s, ok := vals[i].(string); ok && strings.IndexByte(s, 0) >= 0 {

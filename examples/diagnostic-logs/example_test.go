@@ -1,0 +1,34 @@
+// Package diagnosticlogs holds the diagnostic-logs example: a
+// connectors.yaml whose Parquet connector makes one row per record of Azure
+// platform-log events, and its unit tests. This test runs them as `ehsink
+// test` does.
+package diagnosticlogs
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/conntest"
+	_ "github.com/ehsink/ehsink/sinks/parquet"
+)
+
+func TestExample(t *testing.T) {
+	cfg, err := connector.Load("connectors.yaml", connector.LoadOptions{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	f, err := conntest.ReadFile("connectors_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	res, err := conntest.Run(context.Background(), cfg, "connectors_test.yaml", f, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 0 || res.Cases != 4 {
+		t.Fatalf("result %+v, want 4 cases passed; report:\n%s", res, out.String())
+	}
+}
