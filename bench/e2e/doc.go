@@ -13,9 +13,10 @@
 //     with its default prefetch);
 //     the median of several drains is the source ceiling;
 //   - raw pgx.CopyFrom of the same rows (the append sink ceiling) and a raw
-//     merge done by hand: COPY into a temporary table and INSERT … ON
-//     CONFLICT with the same ordering guard and watermark fence as the
-//     sink (the upsert sink ceiling);
+//     merge done by hand: the sink's INSERT … SELECT FROM unnest(one array
+//     per column) ON CONFLICT, with the same ordering guard and watermark
+//     fence, the arrays encoded by pgx from typed slices (the upsert sink
+//     ceiling);
 //   - `ehsink run` into PostgreSQL append, PostgreSQL upsert and Parquet,
 //     with default settings but for the load-balancing strategy (greedy,
 //     as for one replica) and, for Parquet, max_rows set to the events of

@@ -102,32 +102,38 @@ func rawCopy(b *testing.B, dsn string, postmaster, perPartition, chunk int) rawR
 
 // rawMerge does the upsert sink's merge by hand, chunk rows per
 // transaction, one connection per partition: BEGIN and the watermark
-// fence in one round trip, COPY into a session temporary table, then the
-// INSERT … ON CONFLICT with the ordering guard and COMMIT in one round trip.
+// fence in one round trip, then INSERT … SELECT FROM unnest of one array
+// per column, ON CONFLICT with the ordering guard, and COMMIT in one round
+// trip, the arrays encoded by pgx from typed slices.
 func rawMerge(b *testing.B, dsn string, postmaster, perPartition, chunk int) rawResult {
 	b.Helper()
 	query(b, dsn, `CREATE TABLE raw_upsert (`+rowDDL+`, _ehsink_partition text NOT NULL, _ehsink_seq bigint NOT NULL, PRIMARY KEY (order_id))`)
 	query(b, dsn, `CREATE TABLE raw_watermarks (partition_id text PRIMARY KEY, sequence_number bigint NOT NULL)`)
-	stageCols := append(append([]string(nil), rowColumns...), "_ehsink_seq")
+	cols := append(append([]string(nil), rowColumns...), "_ehsink_seq")
 	var set []string
-	for _, c := range stageCols[1:] {
+	for _, c := range cols[1:] {
 		set = append(set, c+" = EXCLUDED."+c)
 	}
 	set = append(set, "_ehsink_partition = EXCLUDED._ehsink_partition")
-	merge := `INSERT INTO raw_upsert AS t (` + strings.Join(stageCols, ", ") + `, _ehsink_partition) SELECT ` + strings.Join(stageCols, ", ") +
-		`, $1::text FROM raw_stage ON CONFLICT (order_id) DO UPDATE SET ` + strings.Join(set, ", ") +
+	list := strings.Join(cols, ", ")
+	merge := `INSERT INTO raw_upsert AS t (` + list + `, _ehsink_partition) SELECT ` + list + `, $10::text FROM unnest($1::text[], $2::text[],
+		$3::float8[], $4::text[], $5::timestamptz[], $6::text[], $7::int8[], $8::timestamptz[], $9::int8[]) AS u (` + list + `)
+		ON CONFLICT (order_id) DO UPDATE SET ` + strings.Join(set, ", ") +
 		` WHERE t._ehsink_partition IS DISTINCT FROM EXCLUDED._ehsink_partition OR t._ehsink_seq < EXCLUDED._ehsink_seq`
 	enq := time.Now()
 	setup := func(ctx context.Context, conn *pgx.Conn, p int) error {
-		if _, err := conn.Exec(ctx, `CREATE TEMPORARY TABLE raw_stage ON COMMIT DELETE ROWS AS SELECT `+strings.Join(stageCols, ", ")+` FROM raw_upsert WITH NO DATA`); err != nil {
-			return err
-		}
 		_, err := conn.Exec(ctx, `INSERT INTO raw_watermarks VALUES ($1, -1)`, strconv.Itoa(p))
 		return err
 	}
 	return perPartitionConns(b, dsn, postmaster, setup, func(ctx context.Context, conn *pgx.Conn, p int) error {
 		id := strconv.Itoa(p)
 		wm := int64(-1)
+		var (
+			orderID, customer, currency, part []string
+			amount                            []float64
+			created, enqueued                 []time.Time
+			seq                               []int64
+		)
 		for i := 0; i < perPartition; i += chunk {
 			end := min(i+chunk, perPartition)
 			begin := &pgx.Batch{}
@@ -136,12 +142,15 @@ func rawMerge(b *testing.B, dsn string, postmaster, perPartition, chunk int) raw
 			if err := conn.SendBatch(ctx, begin).Close(); err != nil {
 				return fmt.Errorf("begin: %w", err)
 			}
-			src := &stageSource{rowSource{p: p, i: i, end: end, enqueued: enq}}
-			if _, err := conn.CopyFrom(ctx, pgx.Identifier{"raw_stage"}, stageCols, src); err != nil {
-				return fmt.Errorf("copy: %w", err)
+			orderID, customer, currency, part = orderID[:0], customer[:0], currency[:0], part[:0]
+			amount, created, enqueued, seq = amount[:0], created[:0], enqueued[:0], seq[:0]
+			for j := i; j < end; j++ {
+				o := order(p, j)
+				orderID, customer, amount, currency = append(orderID, o.OrderID), append(customer, o.Customer.ID), append(amount, o.Amount), append(currency, o.Currency)
+				created, part, seq, enqueued = append(created, o.CreatedAt), append(part, id), append(seq, int64(j)), append(enqueued, enq)
 			}
 			end2 := &pgx.Batch{}
-			end2.Queue(merge, id)
+			end2.Queue(merge, orderID, customer, amount, currency, created, part, seq, enqueued, seq, id)
 			end2.Queue("COMMIT")
 			if err := conn.SendBatch(ctx, end2).Close(); err != nil {
 				return fmt.Errorf("merge: %w", err)
@@ -151,11 +160,6 @@ func rawMerge(b *testing.B, dsn string, postmaster, perPartition, chunk int) raw
 		return nil
 	})
 }
-
-// stageSource adds _ehsink_seq (the sequence number) to each row.
-type stageSource struct{ rowSource }
-
-func (s *stageSource) Values() ([]any, error) { return append(s.cur, s.cur[6]), nil }
 
 // query runs one statement on a new connection and scans its one row
 // into dest (none for a statement without rows).

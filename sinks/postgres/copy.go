@@ -39,6 +39,11 @@ type copyEncoder struct {
 	plans []colPlan
 	buf   []byte
 	rd    bytes.Reader
+	// for the upsert's arrays (encodeArrays): where each ends in buf,
+	// the parameters, their formats
+	ends    []int
+	params  [][]byte
+	formats []int16
 }
 
 // colPlan is the binary encode plan of one column for one Go type.
@@ -99,41 +104,50 @@ func (e *copyEncoder) encode(m *pgtype.Map, fields []pgconn.FieldDescription, ro
 		}
 		b = binary.BigEndian.AppendUint16(b, uint16(len(fields)))
 		for i, v := range r.vals {
-			if v == nil {
-				b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF) // NULL
-				continue
+			var err error
+			if b, err = e.appendValue(b, fields[i].DataTypeOID, i, v); err != nil {
+				return err
 			}
-			p := &e.plans[i]
-			if t := reflect.TypeOf(v); p.typ != t {
-				plan := m.PlanEncode(fields[i].DataTypeOID, pgtype.BinaryFormatCode, v)
-				if plan == nil {
-					return errSlowPath
-				}
-				switch t.Kind() {
-				case reflect.Chan, reflect.Func, reflect.Map, reflect.Pointer, reflect.UnsafePointer, reflect.Interface, reflect.Slice:
-					p.nilable = true
-				default:
-					p.nilable = false
-				}
-				p.typ, p.plan = t, plan
-			}
-			if p.nilable && reflect.ValueOf(v).IsNil() {
-				return errSlowPath // pgx's NULL and driver.Valuer rules
-			}
-			start := len(b)
-			b = binary.BigEndian.AppendUint32(b, 0)
-			out, err := p.plan.Encode(v, b)
-			if err != nil {
-				return errSlowPath
-			}
-			if out == nil { // the value encoded as NULL
-				b = binary.BigEndian.AppendUint32(b[:start], 0xFFFFFFFF)
-				continue
-			}
-			b = out
-			binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 		}
 	}
 	e.buf = binary.BigEndian.AppendUint16(b, 0xFFFF) // trailer
 	return nil
+}
+
+// appendValue appends v, the value of column i whose type is oid, as a
+// length-prefixed binary value (or a NULL), the form shared by COPY rows
+// and array elements. It returns errSlowPath for a value without a
+// cached binary plan.
+func (e *copyEncoder) appendValue(b []byte, oid uint32, i int, v any) ([]byte, error) {
+	if v == nil {
+		return binary.BigEndian.AppendUint32(b, 0xFFFFFFFF), nil // NULL
+	}
+	p := &e.plans[i]
+	if t := reflect.TypeOf(v); p.typ != t {
+		plan := e.m.PlanEncode(oid, pgtype.BinaryFormatCode, v)
+		if plan == nil {
+			return b, errSlowPath
+		}
+		switch t.Kind() {
+		case reflect.Chan, reflect.Func, reflect.Map, reflect.Pointer, reflect.UnsafePointer, reflect.Interface, reflect.Slice:
+			p.nilable = true
+		default:
+			p.nilable = false
+		}
+		p.typ, p.plan = t, plan
+	}
+	if p.nilable && reflect.ValueOf(v).IsNil() {
+		return b, errSlowPath // pgx's NULL and driver.Valuer rules
+	}
+	start := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	out, err := p.plan.Encode(v, b)
+	if err != nil {
+		return b, errSlowPath
+	}
+	if out == nil { // the value encoded as NULL
+		return binary.BigEndian.AppendUint32(b[:start], 0xFFFFFFFF), nil
+	}
+	binary.BigEndian.PutUint32(out[start:], uint32(len(out)-start-4))
+	return out, nil
 }

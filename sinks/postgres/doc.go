@@ -63,8 +63,10 @@
 //
 // In append mode rows are copied straight into the table. In upsert mode
 // they are first collapsed to the newest event per key (PostgreSQL refuses
-// to update one row twice in a statement), copied into a temporary staging
-// table, and merged with INSERT ... ON CONFLICT (key) DO UPDATE guarded by
+// to update one row twice in a statement) and merged with one statement,
+// INSERT ... SELECT FROM unnest(one array per column) ON CONFLICT (key) DO
+// UPDATE, sent with COMMIT in one round trip (no staging table, so no
+// session state: it works behind a transaction-pooling proxy), guarded by
 // two hidden columns that the table must have in upsert mode:
 //
 //	_ehsink_partition text, _ehsink_seq bigint

@@ -158,9 +158,6 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	}
 	failed := true
 	defer func() { release(failed) }()
-	if err := w.ensureStages(ctx, conn); err != nil {
-		return false, err
-	}
 	begin := &pgx.Batch{}
 	begin.Queue("BEGIN")
 	begin.Queue("SET CONSTRAINTS ALL IMMEDIATE")
@@ -246,17 +243,11 @@ func (w *writer) probe(ctx context.Context, conn *pgx.Conn, b *tableBuf, rows []
 	}
 	err := func() error {
 		if s.upsert {
-			if _, err := conn.Exec(ctx, "DELETE FROM "+quote(d.stage)); err != nil {
-				return fmt.Errorf("empty the staging table: %w", err)
-			}
+			_, err := w.upsert(ctx, conn, []merge{{b: b, rows: rows}}, false)
+			return err
 		}
-		if err := b.enc.copyRows(ctx, conn, d.copyTable, d.r.copyCols, d.sqlDescribeCopy, d.sqlCopy, rows); err != nil {
+		if err := b.enc.copyRows(ctx, conn, d.target, d.r.copyCols, d.sqlDescribeCopy, d.sqlCopy, rows); err != nil {
 			return fmt.Errorf("copy: %w", err)
-		}
-		if s.upsert {
-			if _, err := conn.Exec(ctx, d.sqlUpsert, w.partition); err != nil {
-				return fmt.Errorf("upsert: %w", err)
-			}
 		}
 		return nil
 	}()

@@ -98,12 +98,11 @@ type dest struct {
 	target pgx.Identifier
 	// charLimits are the varchar(n) and char(n) columns, checked per event.
 	charLimits      []charLimitCol
-	copyTable       pgx.Identifier // the target, or the staging table for upserts
-	stage           string         // the session's staging table (upserts)
-	sqlStage        string         // CREATE TEMPORARY TABLE stage
-	sqlCopy         string         // COPY copyTable (copyCols) FROM STDIN BINARY
-	sqlDescribeCopy string         // SELECT copyCols FROM copyTable, for the column types
-	sqlUpsert       string
+	sqlCopy         string // append: COPY target (copyCols) FROM STDIN BINARY
+	sqlDescribeCopy string // append: SELECT copyCols FROM target, for the column types
+	// sqlUpsert merges rows given as arrays (upsertSQL); set by
+	// prepareDest, which knows the columns' array types.
+	sqlUpsert string
 	// err, for a templated table that cannot be written (missing, wrong
 	// columns), is the reason its events are dead letters; failedAt says
 	// when it was found, to look again later.
@@ -218,7 +217,7 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 	}
 	if s.upsert {
 		// The partition is the same for every row of a flush: the merge
-		// takes it as a parameter rather than from each staged row.
+		// takes it as a parameter rather than as one more array.
 		r.copyCols = append(r.copyCols, seqColumn)
 		for _, k := range rc.Key {
 			r.keyIdx = append(r.keyIdx, cols.Index(k))
@@ -241,18 +240,8 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 func (s *Sink) newDest(r *route, name string, parts []string) *dest {
 	d := &dest{id: s.nextID, r: r, name: name, target: pgx.Identifier(parts)}
 	s.nextID++
-	d.copyTable = d.target
-	if s.upsert {
-		d.stage = stageTableName
-		if d.id > 0 {
-			d.stage = fmt.Sprintf("%s_%d", stageTableName, d.id)
-		}
-		d.copyTable = pgx.Identifier{d.stage}
-		d.sqlStage = createStageSQL(d.stage, d.target, r.copyCols)
-		d.sqlUpsert = upsertSQL(d.target, d.stage, r.copyCols, r.cfg.Key)
-	}
-	d.sqlCopy = copySQL(d.copyTable, r.copyCols)
-	d.sqlDescribeCopy = describeSQL(d.copyTable, r.copyCols)
+	d.sqlCopy = copySQL(d.target, r.copyCols)
+	d.sqlDescribeCopy = describeSQL(d.target, r.copyCols)
 	return d
 }
 
@@ -324,44 +313,47 @@ func (s *Sink) prepareDest(ctx context.Context, tx pgx.Tx, d *dest) error {
 		}
 		s.log.Info("created table", "table", d.name)
 	}
-	if err := s.checkColumns(ctx, tx, d); err != nil {
+	arrayTypes, err := s.checkColumns(ctx, tx, d)
+	if err != nil {
 		return err
 	}
 	if s.upsert {
-		// Running the merge on the empty staging table makes the server
-		// check the ON CONFLICT target, and changes nothing.
-		if _, err := tx.Exec(ctx, d.sqlStage); err != nil {
-			return fmt.Errorf("staging table: %w", classify(err))
-		}
-		if _, err := tx.Exec(ctx, d.sqlUpsert, ""); err != nil {
+		d.sqlUpsert = upsertSQL(d.target, d.r.copyCols, arrayTypes, d.r.cfg.Key)
+		// Running the merge on no rows (NULL arrays unnest to nothing)
+		// makes the server check the ON CONFLICT target, and changes
+		// nothing.
+		args := make([]any, len(d.r.copyCols)+1)
+		args[len(d.r.copyCols)] = ""
+		if _, err := tx.Exec(ctx, d.sqlUpsert, args...); err != nil {
 			return fmt.Errorf("key (%s) must be the primary key or have a unique index: %w", strings.Join(d.r.cfg.Key, ", "), classify(err))
 		}
 	}
 	return nil
 }
 
-// checkColumns compares d's table's columns with the mapping.
-func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) error {
+// checkColumns compares d's table's columns with the mapping, and returns
+// the array types of the copied columns (d.r.copyCols).
+func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) ([]string, error) {
 	rows, err := tx.Query(ctx, columnsSQL, d.target.Sanitize())
 	if err != nil {
-		return classify(err)
+		return nil, classify(err)
 	}
 	type column struct {
-		typ, written string
-		typmod       int32
+		typ, written, array string
+		typmod              int32
 	}
 	types := map[string]string{}
 	table := map[string]column{}
 	for rows.Next() {
 		var name string
 		var c column
-		if err := rows.Scan(&name, &c.typ, &c.typmod, &c.written); err != nil {
-			return err
+		if err := rows.Scan(&name, &c.typ, &c.typmod, &c.written, &c.array); err != nil {
+			return nil, err
 		}
 		types[name], table[name] = c.typ, c
 	}
 	if err := rows.Err(); err != nil {
-		return classify(err)
+		return nil, classify(err)
 	}
 	var errs []error
 	d.charLimits = d.charLimits[:0]
@@ -391,7 +383,11 @@ func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) error {
 				d.target.Sanitize(), quote(partitionColumn), quote(seqColumn)))
 		}
 	}
-	return errors.Join(errs...)
+	arrays := make([]string, len(d.r.copyCols))
+	for i, c := range d.r.copyCols {
+		arrays[i] = table[c].array
+	}
+	return arrays, errors.Join(errs...)
 }
 
 // Open reads the partition's watermark and returns a writer for it.

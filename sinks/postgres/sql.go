@@ -15,7 +15,6 @@ import (
 const (
 	watermarkTableName  = "ehsink_watermarks"
 	deadLetterTableName = "ehsink_dead_letters"
-	stageTableName      = "ehsink_stage"
 )
 
 // qualify puts name in the schema of the target table (or none; target
@@ -189,25 +188,6 @@ func advanceWatermarkSQL(t pgx.Identifier) string {
 	return `UPDATE ` + t.Sanitize() + ` SET sequence_number = $7, "offset" = $8, updated_at = now() WHERE ` + watermarkWhere + ` AND sequence_number = $9`
 }
 
-// createStageSQL makes a session's staging table for upserts into target
-// (one per table of the connector): the copied columns of the target,
-// emptied at every commit.
-//
-// Measured on PostgreSQL 15 (server CPU of one backend, best of three):
-// ON COMMIT DELETE ROWS costs about 0.7 ms per transaction, nearly all of
-// it truncating the stage's TOAST table and rebuilding its index (0.2 ms
-// for a stage without TOAST); it is still the cheapest way to empty the
-// stage: TRUNCATE in the transaction costs 1.9 ms (a new relfilenode each
-// time), a table created per transaction (ON COMMIT DROP) 2.8 ms, and
-// DELETE leaves dead rows that no autovacuum reclaims in a temporary
-// table, so the merge scans a growing heap (33 µs/row instead of 13 after
-// a thousand flushes). An unlogged table truncated each time costs 2.3 ms. A
-// stage without TOAST (PLAIN storage) would refuse rows over one page.
-func createStageSQL(stage string, target pgx.Identifier, copyCols []string) string {
-	return `CREATE TEMPORARY TABLE IF NOT EXISTS ` + quote(stage) + ` ON COMMIT DELETE ROWS AS SELECT ` +
-		quoteList(copyCols) + ` FROM ` + target.Sanitize() + ` WITH NO DATA`
-}
-
 // copySQL copies rows in the binary format into table.
 func copySQL(table pgx.Identifier, cols []string) string {
 	return `COPY ` + table.Sanitize() + ` (` + quoteList(cols) + `) FROM STDIN BINARY`
@@ -219,24 +199,30 @@ func describeSQL(table pgx.Identifier, cols []string) string {
 	return `SELECT ` + quoteList(cols) + ` FROM ` + table.Sanitize()
 }
 
-// upsertSQL merges the staging table into the target, guarded by the
-// hidden ordering columns. The staging table holds copyCols (the mapped
-// columns and _ehsink_seq); the partition of the flush is $1.
+// upsertSQL merges rows passed as one array per column ($1..$n, in the
+// order of copyCols: the mapped columns and _ehsink_seq, each cast to
+// arrayTypes[i]) into the target, guarded by the hidden ordering columns;
+// the partition of the flush is $n+1.
 //
 // Per row, the server spends its time in the speculative insertion of ON
 // CONFLICT (an arbiter index probe, the heap insert, the index insert),
 // about 9-11 µs per new row and 11-14 µs per updated row at 5,000 rows per
-// transaction, against 1-2 µs for COPY into the target; reading the stage
-// is a small part. MERGE (PostgreSQL 15) inserts new keys without the
-// probe, but a key inserted by another partition at the same time fails
-// it with a unique violation instead of updating, and on a stage without
-// statistics it chose plans costing up to 67 µs per row at 500 rows; an
-// UPDATE … FROM followed by INSERT … WHERE NOT EXISTS costs more on both
-// paths. Passing the rows as arrays (INSERT … SELECT FROM unnest($1…))
-// needs no stage at all and was the cheapest (0.25 ms per transaction,
-// 9 µs per row), but it replaces the COPY path the flush shares with
-// append tables and the isolation of refused rows.
-func upsertSQL(target pgx.Identifier, stage string, copyCols, key []string) string {
+// transaction, against 1-2 µs for COPY into the target. Measured on
+// PostgreSQL 15, the forms that first COPY the rows into a staging table
+// pay for the stage on top: emptying a temporary table ON COMMIT DELETE
+// ROWS costs about 0.7 ms per transaction (truncating its TOAST table and
+// rebuilding its index), TRUNCATE 1.9 ms, a table per transaction (ON
+// COMMIT DROP) 2.8 ms, an unlogged table 2.3 ms, and DELETE leaves dead
+// rows no autovacuum reclaims in a temporary table (33 µs per row after a
+// thousand flushes); and the COPY is one more round trip. MERGE
+// (PostgreSQL 15) fails a key inserted by another partition at the same
+// time with a unique violation instead of updating, and on a stage without
+// statistics chose plans costing up to 67 µs per row; UPDATE … FROM then
+// INSERT … WHERE NOT EXISTS costs more on both paths. Arrays through
+// unnest need no stage, travel with the statement (and COMMIT) in one
+// round trip, and were the cheapest: in make bench-e2e the server spent
+// 8.9 µs per row against 13.7-16.4 with the staging table.
+func upsertSQL(target pgx.Identifier, copyCols, arrayTypes, key []string) string {
 	p, s := quote(partitionColumn), quote(seqColumn)
 	var set []string
 	for _, c := range copyCols {
@@ -245,8 +231,14 @@ func upsertSQL(target pgx.Identifier, stage string, copyCols, key []string) stri
 		}
 	}
 	set = append(set, p+" = EXCLUDED."+p)
-	return `INSERT INTO ` + target.Sanitize() + ` AS t (` + quoteList(copyCols) + `, ` + p + `) SELECT ` + quoteList(copyCols) + `, $1::text` +
-		` FROM ` + quote(stage) + ` ON CONFLICT (` + quoteList(key) + `) DO UPDATE SET ` + strings.Join(set, ", ") +
+	arrays := make([]string, len(copyCols))
+	for i := range copyCols {
+		arrays[i] = "$" + itoa(i+1) + "::" + arrayTypes[i]
+	}
+	cols := quoteList(copyCols)
+	return `INSERT INTO ` + target.Sanitize() + ` AS t (` + cols + `, ` + p + `) SELECT ` + cols + `, $` + itoa(len(copyCols)+1) + `::text` +
+		` FROM unnest(` + strings.Join(arrays, ", ") + `) AS u (` + cols + `)` +
+		` ON CONFLICT (` + quoteList(key) + `) DO UPDATE SET ` + strings.Join(set, ", ") +
 		` WHERE t.` + s + ` IS NULL OR t.` + p + ` IS DISTINCT FROM EXCLUDED.` + p + ` OR t.` + s + ` < EXCLUDED.` + s
 }
 
@@ -260,10 +252,11 @@ func contains(list []string, s string) bool {
 }
 
 // columnsSQL lists a table's columns, their types without modifiers, the
-// modifier (varchar length, numeric precision and scale; -1 for none) and
-// the type as written.
-const columnsSQL = `SELECT a.attname, format_type(a.atttypid, NULL), a.atttypmod, format_type(a.atttypid, a.atttypmod)
-	FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`
+// modifier (varchar length, numeric precision and scale; -1 for none), the
+// type as written, and the array type of the column's type (what the
+// upsert casts its parameters to).
+const columnsSQL = `SELECT a.attname, format_type(a.atttypid, NULL), a.atttypmod, format_type(a.atttypid, a.atttypmod), format_type(t.typarray, NULL)
+	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`
 
 // varHeader is what PostgreSQL adds to the length or precision it keeps in
 // a type modifier (VARHDRSZ).

@@ -430,9 +430,6 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	}
 	failed := true
 	defer func() { release(failed) }()
-	if err := w.ensureStages(ctx, conn); err != nil {
-		return to, err
-	}
 	// The fence first: it takes the watermark row's lock, so a second
 	// owner waits here rather than after copying its rows. BEGIN and the
 	// fence travel in one round trip, and so do the merge and COMMIT at
@@ -465,13 +462,10 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 		return to, err
 	}
 	for _, b := range w.bufs {
-		if len(b.applied) == 0 {
+		if len(b.applied) == 0 || s.upsert {
 			continue
 		}
-		if err := b.enc.copyRows(ctx, conn, b.d.copyTable, b.d.r.copyCols, b.d.sqlDescribeCopy, b.d.sqlCopy, b.applied); err != nil {
-			if s.upsert {
-				return to, fmt.Errorf("copy to staging table of %s: %w", b.d.name, err)
-			}
+		if err := b.enc.copyRows(ctx, conn, b.d.target, b.d.r.copyCols, b.d.sqlDescribeCopy, b.d.sqlCopy, b.applied); err != nil {
 			return to, fmt.Errorf("copy to %s: %w", b.d.name, err)
 		}
 	}
@@ -483,16 +477,14 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	if err := s.fault(faultBeforeCommit); err != nil {
 		return to, err
 	}
-	end, names := &pgx.Batch{}, []string(nil)
+	// The merges (upsert) travel with COMMIT.
+	var merges []merge
 	for _, b := range w.bufs {
 		if s.upsert && len(b.applied) > 0 {
-			end.Queue(b.d.sqlUpsert, w.partition)
-			names = append(names, "upsert into "+b.d.name)
+			merges = append(merges, merge{b: b, rows: b.applied})
 		}
 	}
-	end.Queue("COMMIT")
-	names = append(names, "commit")
-	if tag, err = runBatch(ctx, conn, end, names); err != nil {
+	if tag, err = w.upsert(ctx, conn, merges, true); err != nil {
 		return to, err
 	}
 	if tag.String() != "COMMIT" {
@@ -515,27 +507,6 @@ func (w *writer) applied() {
 			b.applied = dedupe.Collapse(b.applied, b.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber })
 		}
 	}
-}
-
-// ensureStages creates, outside any transaction, the staging tables of
-// the tables an upsert flush writes that conn does not have yet. (Created
-// in a transaction that rolls back, a staging table would be gone while
-// the connection believes it is there.)
-func (w *writer) ensureStages(ctx context.Context, conn *pgx.Conn) error {
-	if !w.s.upsert {
-		return nil
-	}
-	have := conn.PgConn().CustomData()
-	for _, b := range w.bufs {
-		if b.n == 0 || have[b.d.stage] != nil {
-			continue
-		}
-		if _, err := conn.Exec(ctx, b.d.sqlStage); err != nil {
-			return fmt.Errorf("staging table of %s: %w", b.d.name, err)
-		}
-		have[b.d.stage] = true
-	}
-	return nil
 }
 
 // runBatch sends b in one round trip and returns the command tag of its
