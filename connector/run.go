@@ -328,6 +328,9 @@ func (a partitionAdapter) Receive(ctx context.Context) ([]sinks.Event, error) {
 // the runner retries or holds back instead of receiving.
 func (a partitionAdapter) Heartbeat() { a.p.Heartbeat() }
 
+// StoredCheckpoint is the source's: the checkpoint stored at the claim.
+func (a partitionAdapter) StoredCheckpoint() (int64, bool) { return a.p.StoredCheckpoint() }
+
 func (a partitionAdapter) Checkpoint(ctx context.Context, pos sinks.Position) error {
 	return translateLost(a.p.Checkpoint(ctx, pos))
 }

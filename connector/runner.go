@@ -47,6 +47,15 @@ type Partition interface {
 	Checkpoint(ctx context.Context, pos sinks.Position) error
 }
 
+// storedCheckpointer is implemented by a Partition that knows the
+// checkpoint stored when it was claimed (the source's partitions do).
+// StoredCheckpoint returns its sequence number, -1 when none was stored,
+// and false when it is not known. The runner then checkpoints a sink
+// watermark found past it at open, without waiting for new events.
+type storedCheckpointer interface {
+	StoredCheckpoint() (seq int64, ok bool)
+}
+
 // RunnerOptions configure a Runner. The zero value of every field but Sink
 // has a documented default.
 type RunnerOptions struct {
@@ -76,7 +85,9 @@ type RunnerOptions struct {
 	GiveUpAfter time.Duration
 	// CheckpointEveryEvents and CheckpointEveryInterval space checkpoints
 	// out; if both are zero, every flush is checkpointed. A partition that
-	// stops cleanly always checkpoints what it committed.
+	// stops cleanly, or receives an empty batch (it went quiet), always
+	// checkpoints what it committed. A failed checkpoint is retried after
+	// a backoff of Retry's bounds, whatever the policy.
 	CheckpointEveryEvents   int
 	CheckpointEveryInterval time.Duration
 	// DrainTimeout bounds the final flush and checkpoint after ctx is
@@ -172,6 +183,8 @@ type partitionRun struct {
 	unflushed     int             // how many events were written since the last flush
 	lastWritten   sinks.Position  // the last event handed to Write
 	ckptErr       error           // why the last checkpoint failed, if it did
+	ckptBackoff   time.Duration   // wait before the next attempt after ckptErr
+	ckptRetryAt   time.Time       // when a failed checkpoint is tried again
 	checkpointed  *sinks.Position // last checkpoint written by this run
 	sinceCkpt     int             // events committed since that checkpoint
 	lastCkptAt    time.Time
@@ -223,6 +236,14 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		}
 		r.mu.Unlock()
 	}()
+	if pr.behindWatermark(wm) {
+		// The sink committed past the stored checkpoint (a checkpoint that
+		// failed, or a process stopped between a commit and its
+		// checkpoint). Checkpoint it now: a partition that receives nothing
+		// more would otherwise keep its checkpoint, and its reported lag,
+		// behind for as long as it stays quiet.
+		pr.committedNext = wm
+	}
 	log.Debug("partition opened", "watermark", posAttr(wm))
 	defer func() {
 		if cerr := w.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
@@ -421,9 +442,9 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 			return err
 		}
 	}
-	// Checked on idle batches too, so an interval policy checkpoints the
-	// last commit of a partition that went quiet.
-	if pr.checkpointDue() {
+	// Checked on idle batches too, so that the last commit of a partition
+	// that went quiet is checkpointed, and a failed checkpoint retried.
+	if pr.checkpointDue(n == 0) {
 		return pr.checkpoint(ctx)
 	}
 	return nil
@@ -648,12 +669,32 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	return nil
 }
 
-func (pr *partitionRun) checkpointDue() bool {
+// behindWatermark reports whether wm, the sink's watermark at open, is past
+// the checkpoint stored when the partition was claimed. A watermark without
+// an offset is not: checkpoint stores need one, and the first event
+// received gives it.
+func (pr *partitionRun) behindWatermark(wm *sinks.Position) bool {
+	sc, ok := pr.src.(storedCheckpointer)
+	if !ok || wm == nil || wm.Offset == "" {
+		return false
+	}
+	stored, known := sc.StoredCheckpoint()
+	return known && stored < wm.SequenceNumber
+}
+
+// checkpointDue reports whether the committed watermark is to be
+// checkpointed now; idle says the last Receive returned no event.
+func (pr *partitionRun) checkpointDue(idle bool) bool {
 	o := pr.r.opts
 	if pr.committedNext == nil {
 		return false
 	}
-	if o.CheckpointEveryEvents == 0 && o.CheckpointEveryInterval == 0 {
+	if pr.ckptErr != nil {
+		// Whatever the policy: the checkpoint is late already, and each
+		// attempt against a store that is down can take seconds.
+		return !o.now().Before(pr.ckptRetryAt)
+	}
+	if idle || (o.CheckpointEveryEvents == 0 && o.CheckpointEveryInterval == 0) {
 		return true
 	}
 	if o.CheckpointEveryEvents > 0 && pr.sinceCkpt >= o.CheckpointEveryEvents {
@@ -663,25 +704,29 @@ func (pr *partitionRun) checkpointDue() bool {
 }
 
 // checkpoint writes the committed watermark. A failed checkpoint is not a
-// failed partition: the sink holds the data and its watermark, so the next
-// checkpoint (or the resume merge after a restart) covers it.
+// failed partition: the sink holds the data and its watermark, so a later
+// attempt (after a backoff, on the next batch, empty or not) or the resume
+// merge after a restart covers it.
 func (pr *partitionRun) checkpoint(ctx context.Context) error {
 	pos := pr.committedNext
 	if pos == nil {
 		return nil
 	}
-	if err := pr.src.Checkpoint(ctx, *pos); err != nil {
+	if err := pr.callStore(ctx, func(ctx context.Context) error { return pr.src.Checkpoint(ctx, *pos) }); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if errors.Is(err, ErrOwnershipLost) {
 			return err
 		}
-		pr.log.Warn("checkpoint failed; will retry with the next one", "seq", pos.SequenceNumber, "error", err)
+		o := pr.r.opts
+		pr.ckptBackoff = min(max(2*pr.ckptBackoff, o.Retry.InitialBackoff), o.Retry.MaxBackoff)
+		pr.ckptRetryAt = o.now().Add(pr.ckptBackoff)
+		pr.log.Warn("checkpoint failed; will retry", "seq", pos.SequenceNumber, "retry_in", pr.ckptBackoff, "error", err)
 		pr.ckptErr = err
 		return nil
 	}
-	pr.ckptErr = nil
+	pr.ckptErr, pr.ckptBackoff = nil, 0
 	pr.met.checkpointed(pos.SequenceNumber)
 	pr.wmMu.Lock()
 	seq := pos.SequenceNumber
@@ -691,6 +736,39 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 	pr.sinceCkpt = 0
 	pr.lastCkptAt = pr.r.opts.now()
 	return nil
+}
+
+// checkpointTimeout bounds one checkpoint attempt. The store's client
+// retries on its own; a store that does not answer within this fails the
+// attempt, which is retried later, instead of holding the partition.
+const checkpointTimeout = time.Minute
+
+// callStore runs fn, a checkpoint-store call, within checkpointTimeout and
+// heartbeating meanwhile: the partition is working, not stuck, while the
+// store's client retries, so the source's watchdog must not reopen it.
+func (pr *partitionRun) callStore(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	if pr.beat == nil {
+		return fn(ctx)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(beatEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				pr.beat()
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(done)
+	return fn(ctx)
 }
 
 // giveUp ends a partition whose sink has been unavailable for longer than

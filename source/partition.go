@@ -22,13 +22,25 @@ type Partition struct {
 	lost   atomic.Bool
 	beat   atomic.Int64 // unix nanoseconds of the last Receive or Heartbeat
 	cancel context.CancelCauseFunc
+	stored int64 // StoredCheckpoint's answer
+	known  bool
 }
 
 func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient, cancel context.CancelCauseFunc) *Partition {
 	p := &Partition{s: s, id: pc.PartitionID(), pc: pc, cancel: cancel}
+	s.mu.Lock()
+	p.stored, p.known = s.stored[p.id]
+	s.mu.Unlock()
 	p.Heartbeat()
 	return p
 }
+
+// StoredCheckpoint returns the sequence number of the checkpoint that was
+// stored for the partition when this replica claimed it (-1: none), and
+// false when the store could not be read then. A handler that finds its
+// sink's watermark past it checkpoints the watermark, so that a partition
+// receiving nothing more does not keep a checkpoint behind its sink.
+func (p *Partition) StoredCheckpoint() (seq int64, ok bool) { return p.stored, p.known }
 
 // Heartbeat tells the source's watchdog that the handler is alive although
 // it does not call Receive: it is retrying a sink, or holding back while a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -78,14 +79,28 @@ func retryStore[T any](ctx context.Context, s *Source, what string, call func() 
 // must be running. While the source restarts its processor, the old
 // processor's release of every lease is not written: the new processor
 // renews the same leases under the same owner ID, and no other replica
-// should take a partition for the few seconds the restart lasts.
+// should take a partition for the few seconds the restart lasts. When the
+// processor stops, its release is tried once, within closeTimeout: freed
+// leases let the next owner start at once, but an unrenewed lease expires
+// anyway, and retrying a store that does not answer would hold the stop of
+// the process far past its drain timeout.
 func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Ownership, opts *azeventhubs.ClaimOwnershipOptions) ([]azeventhubs.Ownership, error) {
-	if r.keepLeases.Load() && releasesAll(owns) {
+	var (
+		got []azeventhubs.Ownership
+		err error
+	)
+	switch {
+	case releasesAll(owns) && r.keepLeases.Load():
 		return nil, nil
+	case releasesAll(owns):
+		rctx, cancel := context.WithTimeout(ctx, closeTimeout)
+		defer cancel()
+		got, err = r.CheckpointStore.ClaimOwnership(rctx, owns, opts)
+	default:
+		got, err = retryStore(ctx, r.s, "claim ownership", func() ([]azeventhubs.Ownership, error) {
+			return r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
+		})
 	}
-	got, err := retryStore(ctx, r.s, "claim ownership", func() ([]azeventhubs.Ownership, error) {
-		return r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
-	})
 	if err != nil {
 		return got, err
 	}
@@ -142,7 +157,11 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 	r.s.mu.Lock()
 	ids := make([]string, 0, len(r.s.claimed))
 	cached := map[string]*azeventhubs.Checkpoint{}
+	r.s.stored = map[string]int64{}
 	for id := range r.s.claimed {
+		if listErr == nil {
+			r.s.stored[id] = storedSeq(byID, id)
+		}
 		if c, ok := r.s.resolved[id]; ok {
 			cached[id] = c
 		} else {
@@ -300,6 +319,20 @@ func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Che
 // marked transient and not a deadline or cancellation.
 func isPermanentSinkError(err error) bool {
 	return !sinks.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}
+
+// storedSeq returns the sequence number of partition id's checkpoint in
+// byID, -1 when it has none; one with only an offset counts as being at
+// the end of the partition, as no position is known to be past it.
+func storedSeq(byID map[string]azeventhubs.Checkpoint, id string) int64 {
+	cp, ok := byID[id]
+	switch {
+	case !ok:
+		return -1
+	case cp.SequenceNumber == nil:
+		return math.MaxInt64
+	}
+	return *cp.SequenceNumber
 }
 
 // laterCheckpoint reports whether a is at or after b by sequence number.
