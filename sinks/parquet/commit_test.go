@@ -160,12 +160,16 @@ func TestClaimClosesFenceRace(t *testing.T) {
 // commits; the parent then restarts the partition from the child's last
 // checkpoint, as a new process would, and checks the output.
 const (
-	crashDirEnv  = "EHSINK_PARQUET_CRASH_DIR"
-	crashStepEnv = "EHSINK_PARQUET_CRASH_STEP"
-	crashBad     = 25
+	crashDirEnv     = "EHSINK_PARQUET_CRASH_DIR"
+	crashStepEnv    = "EHSINK_PARQUET_CRASH_STEP"
+	crashExplodeEnv = "EHSINK_PARQUET_CRASH_EXPLODE"
+	crashBad        = 25
 )
 
-func crashEvents() []sinks.Event {
+func crashEvents(explode bool) []sinks.Event {
+	if explode {
+		return explodeEvents()
+	}
 	events := sinktest.Events("0", 0, 39)
 	events[crashBad] = badEvent(events[crashBad])
 	return events
@@ -178,9 +182,13 @@ func TestKilledChild(t *testing.T) {
 		return
 	}
 	at, _ := strconv.Atoi(os.Getenv(crashStepEnv))
+	explode := os.Getenv(crashExplodeEnv) != ""
 	c := NewConfig()
 	c.Dir = filepath.Join(dir, "data")
 	c.Columns = kitColumns(t)
+	if explode {
+		explodeConfig(t, c)
+	}
 	s, err := New(context.Background(), c, sinks.Info{Connector: "orders-pq", EventHub: "orders", ConsumerGroup: "$Default"})
 	if err != nil {
 		t.Fatal(err)
@@ -193,13 +201,16 @@ func TestKilledChild(t *testing.T) {
 		}
 	})
 	w, _ := open(t, s, "0")
-	events := crashEvents()
+	events := crashEvents(explode)
 	for i := 0; i < len(events); i += 10 {
 		err := w.Write(ctxT(t), events[i:i+10])
 		var be *sinks.BatchError
 		if errors.As(err, &be) {
-			ev := events[i+be.Failed[0].Index]
-			if err := w.DeadLetter(ctxT(t), []sinks.DeadLetter{{Event: ev, Reason: "bad amount"}}); err != nil {
+			var letters []sinks.DeadLetter
+			for _, f := range be.Failed {
+				letters = append(letters, sinks.DeadLetter{Event: events[i+f.Index], Reason: f.Err.Error()})
+			}
+			if err := w.DeadLetter(ctxT(t), letters); err != nil {
 				t.Fatal(err)
 			}
 		} else if err != nil {
@@ -223,12 +234,18 @@ func TestKilledChild(t *testing.T) {
 // turn (writes, fsyncs, the claim, links, unlinks, folder fsyncs), then
 // restarts: each event is in a visible file exactly once (read back with
 // arrow-go), the dead letter once, no temporary file is left or visible as
-// a final file.
+// a final file. With explode, each element (sequence number, index) is
+// there exactly once, and the rows a clean run makes are all there.
 func TestKillAtEachCommitStep(t *testing.T) {
 	if os.Getenv(crashDirEnv) != "" {
 		return
 	}
-	events := crashEvents()
+	t.Run("rows", func(t *testing.T) { killAtEachCommitStep(t, false) })
+	t.Run("explode", func(t *testing.T) { killAtEachCommitStep(t, true) })
+}
+
+func killAtEachCommitStep(t *testing.T, explode bool) {
+	events := crashEvents(explode)
 	for k := 1; ; k++ {
 		if k > 1000 {
 			t.Fatal("the child never finished")
@@ -236,6 +253,9 @@ func TestKillAtEachCommitStep(t *testing.T) {
 		dir := t.TempDir()
 		cmd := exec.CommandContext(ctxT(t), os.Args[0], "-test.run=^TestKilledChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashStepEnv+"="+strconv.Itoa(k))
+		if explode {
+			cmd.Env = append(cmd.Env, crashExplodeEnv+"=1")
+		}
 		out, err := cmd.CombinedOutput()
 		finished := err == nil
 		if !finished {
@@ -251,7 +271,11 @@ func TestKillAtEachCommitStep(t *testing.T) {
 				seq, _ := strconv.ParseInt(string(b), 10, 64)
 				cp = &sinks.Position{SequenceNumber: seq}
 			}
-			s := newSink(t, d, nil)
+			var edit func(*Config)
+			if explode {
+				edit = func(c *Config) { explodeConfig(t, c) }
+			}
+			s := newSink(t, d, edit)
 			w, wm := open(t, s, "0")
 			defer w.Close(ctxT(t))
 			if left := d.temps(t); len(left) != 0 {
@@ -266,6 +290,10 @@ func TestKillAtEachCommitStep(t *testing.T) {
 				}
 			}
 			replayWithDeadLetters(t, w, cp, wm, events)
+			if explode {
+				wantExplodedOnce(t, d)
+				return
+			}
 			wantExactlyOnce(t, d, "0", 0, 39, crashBad)
 			if got := deadLetterSeqs(t, d); !slices.Equal(got, []int64{crashBad}) {
 				t.Fatalf("dead letters %v, want [%d] once", got, crashBad)

@@ -1,0 +1,337 @@
+package connector_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// shapeEvent is event i of a partition in TestFilterAndExplodeRealPath:
+// platform-log events of i%4 records, with events for the filter to drop
+// (no records: i%10 == 3 and the last one; a test property: i%10 == 7), a
+// body that is not JSON (20) and a record that does not convert (30).
+func shapeEvent(i, last int) *azeventhubs.EventData {
+	ev := &azeventhubs.EventData{}
+	switch {
+	case i%10 == 3 || i == last:
+		ev.Body = []byte(`{"message":"connectivity test"}`)
+		return ev
+	case i == 20:
+		ev.Body = []byte(`not json`)
+		return ev
+	case i%10 == 7:
+		ev.Properties = map[string]any{"test": true}
+	}
+	var recs []string
+	for k := range i % 4 {
+		v := fmt.Sprint(k)
+		if i == 30 && k == 1 {
+			v = `"x"`
+		}
+		recs = append(recs, fmt.Sprintf(`{"category":"Audit","v":%s}`, v))
+	}
+	ev.Body = []byte(`{"records":[` + strings.Join(recs, ",") + `]}`)
+	return ev
+}
+
+// shapeWant returns "partition/seq/index" of every element a clean run
+// writes, sorted, and the number of events the filter drops per partition.
+func shapeWant(partitions []string, last int) (rows []string, dropped int) {
+	for _, p := range partitions {
+		for i := 0; i <= last; i++ {
+			switch {
+			case i%10 == 3 || i == last || i%10 == 7:
+				if p == partitions[0] {
+					dropped++
+				}
+				continue
+			case i == 20:
+				continue
+			}
+			for k := range i % 4 {
+				if i == 30 && k == 1 {
+					continue
+				}
+				rows = append(rows, fmt.Sprintf("%s/%d/%d", p, i, k))
+			}
+		}
+	}
+	slices.Sort(rows)
+	return rows, dropped
+}
+
+// TestFilterAndExplodeRealPath sends platform-log events with the SDK to an
+// emulator, runs a PostgreSQL and a Parquet connector that filter and
+// explode them, and reads back the rows (the Parquet files with arrow-go),
+// the dead letters and the checkpoints: every element written once, the
+// dropped events never written nor dead-lettered but checkpointed past
+// (the last event of each partition is one).
+func TestFilterAndExplodeRealPath(t *testing.T) {
+	pg := testenv.NewPostgres(t)
+	dsn := pg.NewDatabase(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := emulator.New(emulator.Config{Hubs: []emulator.HubConfig{{Name: "logs", Partitions: 2, ConsumerGroups: []string{"parquet"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	conn := "Endpoint=sb://" + ln.Addr().String() + ";SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=logs;UseDevelopmentEmulator=true"
+
+	const last = 59
+	partitions := []string{"0", "1"}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close(context.Background())
+	for _, p := range partitions {
+		batch, err := producer.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i <= last; i++ {
+			if err := batch.AddEventData(shapeEvent(i, last), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := producer.SendEventDataBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dir := t.TempDir()
+	source := `{connection: "` + conn + `", CG batch: {max_events: 25, max_wait: 200ms}, load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 5s}}`
+	shape := `
+    filter:
+      keep: exists($.records)
+      drop: "@properties.test == true"`
+	yaml := `
+drain_timeout: 10s
+connectors:
+  - name: logs-pg
+    source: ` + strings.Replace(source, "CG ", "", 1) + `
+    checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}` + shape + `
+    sink:
+      type: postgres
+      dsn: "` + dsn + `"
+      table: public.records
+      create_table: true
+      explode: $.records
+      columns:
+        - {name: part, from: "@partition"}
+        - {name: seq, from: "@sequence_number"}
+        - {name: idx, from: "@index"}
+        - {name: category, from: $.category}
+        - {name: v, from: $.v, type: integer}
+  - name: logs-pq
+    source: ` + strings.Replace(source, "CG ", "consumer_group: parquet, ", 1) + `
+    checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}` + shape + `
+    sink:
+      type: parquet
+      dir: ` + filepath.Join(dir, "parquet") + `
+      max_rows: 40
+      max_age: 300ms
+      explode: $.records
+      columns:
+        - {name: part, from: "@partition"}
+        - {name: seq, from: "@sequence_number"}
+        - {name: idx, from: "@index"}
+        - {name: v, from: $.v, type: int32}
+`
+	cfg, reg, met := loadWithMetrics(t, dir, yaml)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	want, dropped := shapeWant(partitions, last)
+	for _, name := range []string{"logs-pg", "logs-pq"} {
+		waitUntil(t, ctx, done, name+" drops the filtered events and checkpoints the last one", func() bool {
+			return sumMetric(t, reg, "ehsink_events_filtered_total", name) >= float64(2*dropped) &&
+				sumMetric(t, reg, "ehsink_checkpoint_sequence_number", name) >= float64(2*last)
+		})
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, name := range []string{"logs-pg", "logs-pq"} {
+		if got := sumMetric(t, reg, "ehsink_events_filtered_total", name); got != float64(2*dropped) {
+			t.Errorf("%s: ehsink_events_filtered_total = %v, want %d", name, got, 2*dropped)
+		}
+	}
+
+	// PostgreSQL: the rows and the dead letters.
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	pgRows, err := pgx.CollectRows(must(db.Query(ctx, `SELECT part || '/' || seq || '/' || idx FROM public.records WHERE v = idx AND category = 'Audit' ORDER BY 1`)), pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(pgRows)
+	if !slices.Equal(pgRows, want) {
+		t.Errorf("PostgreSQL holds %d rows, want %d: %v", len(pgRows), len(want), pgRows)
+	}
+	pgDead, err := pgx.CollectRows(must(db.Query(ctx, `SELECT partition_id || '/' || sequence_number || ': ' || reason FROM ehsink_dead_letters ORDER BY 1`)), pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDead(t, "PostgreSQL", pgDead, partitions)
+
+	// Parquet: the rows, read with arrow-go, and the dead-letter files.
+	var pqRows, pqDead []string
+	err = filepath.WalkDir(filepath.Join(dir, "parquet"), func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case strings.HasSuffix(path, ".parquet"):
+			pqRows = append(pqRows, readRecordsParquet(t, path)...)
+		case strings.HasSuffix(path, ".jsonl"):
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
+				var l sinks.DeadLetterRecord
+				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+					return err
+				}
+				pqDead = append(pqDead, fmt.Sprintf("%s/%d: %s", l.Partition, l.SequenceNumber, l.Reason))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(pqRows)
+	slices.Sort(pqDead)
+	if !slices.Equal(pqRows, want) {
+		t.Errorf("Parquet holds %d rows, want %d: %v", len(pqRows), len(want), pqRows)
+	}
+	wantDead(t, "Parquet", pqDead, partitions)
+
+	// The checkpoints are the last event of each partition, a dropped one.
+	for _, consumerGroup := range []string{"$default", "parquet"} {
+		store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cps, err := store.ListCheckpoints(ctx, ln.Addr().String(), "logs", consumerGroup, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cps) != len(partitions) {
+			t.Fatalf("%s: %d checkpoints, want %d", consumerGroup, len(cps), len(partitions))
+		}
+		for _, cp := range cps {
+			if cp.SequenceNumber == nil || *cp.SequenceNumber != last {
+				t.Errorf("%s partition %s: checkpoint %v, want %d (the last event, dropped)", consumerGroup, cp.PartitionID, cp.SequenceNumber, last)
+			}
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// wantDead checks the dead letters of both partitions: the body that is
+// not JSON (named by the filter) and the record that does not convert
+// (named by its index), once each.
+func wantDead(t *testing.T, where string, got []string, partitions []string) {
+	t.Helper()
+	var want []string
+	for _, p := range partitions {
+		want = append(want, p+"/20: filter.keep: invalid JSON body", p+`/30: element 1: column "v": "x" is not a number`)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s dead letters %q, want %q", where, got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("%s dead letter %q, want %q", where, got[i], want[i])
+		}
+	}
+}
+
+// readRecordsParquet reads the part, seq and idx columns of a file with
+// arrow-go's reader (not the writer's library) as "part/seq/idx", checking
+// v == idx.
+func readRecordsParquet(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer rdr.Close()
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer tbl.Release()
+	rr := array.NewTableReader(tbl, -1)
+	defer rr.Release()
+	var out []string
+	for rr.Next() {
+		rec := rr.Record()
+		cols := map[string]int{}
+		for i, f := range rec.Schema().Fields() {
+			cols[f.Name] = i
+		}
+		part := rec.Column(cols["part"]).(*array.String)
+		seq := rec.Column(cols["seq"]).(*array.Int64)
+		idx := rec.Column(cols["idx"]).(*array.Int64)
+		v := rec.Column(cols["v"]).(*array.Int32)
+		for r := range int(rec.NumRows()) {
+			if int64(v.Value(r)) != idx.Value(r) {
+				t.Fatalf("%s: row %d has v %d for index %d", path, r, v.Value(r), idx.Value(r))
+			}
+			out = append(out, fmt.Sprintf("%s/%d/%d", part.Value(r), seq.Value(r), idx.Value(r)))
+		}
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package parquet
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+// Exploded events: event s holds s%4 records (some none); one record of
+// event explodeBadElem does not convert, and event explodeBadEvent has no
+// array.
+const (
+	explodeBadElem  = 25 // its element 0 does not convert
+	explodeBadEvent = 30 // records is not an array
+)
+
+func explodeEvents() []sinks.Event {
+	events := sinktest.Events("0", 0, 39)
+	for i := range events {
+		s := events[i].SequenceNumber
+		var recs []string
+		for k := range int(s % 4) {
+			v := fmt.Sprint(k)
+			if s == explodeBadElem && k == 0 {
+				v = `"bad"`
+			}
+			recs = append(recs, fmt.Sprintf(`{"id":"%d-%d","v":%s}`, s, k, v))
+		}
+		body := `{"records":[` + strings.Join(recs, ",") + `]}`
+		if s == explodeBadEvent {
+			body = `{"records":"none"}`
+		}
+		events[i].Body = []byte(body)
+	}
+	return events
+}
+
+// explodeConfig makes c a connector exploding $.records.
+func explodeConfig(t testing.TB, c *Config) {
+	t.Helper()
+	var cols mapping.Columns
+	for _, spec := range [][3]string{{"seq", "@sequence_number", ""}, {"idx", "@index", ""}, {"id", "$.id", ""}, {"v", "$.v", "int32"}} {
+		col, err := mapping.NewColumn(spec[0], spec[1], spec[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, col)
+	}
+	c.Columns = cols
+	p, err := mapping.ParsePath("$.records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Explode = p
+}
+
+// explodedWant is what a clean run of explodeEvents writes: "seq-idx" of
+// every element that converts, in order.
+func explodedWant() []string {
+	var want []string
+	for s := int64(0); s < 40; s++ {
+		if s == explodeBadEvent {
+			continue
+		}
+		for k := range s % 4 {
+			if s == explodeBadElem && k == 0 {
+				continue
+			}
+			want = append(want, fmt.Sprintf("%d-%d", s, k))
+		}
+	}
+	return want
+}
+
+// wantExplodedOnce checks the data files hold each element of a clean run
+// exactly once (read back with arrow-go, files in range order), and the
+// dead letters the two bad events once each.
+func wantExplodedOnce(t *testing.T, d destination) {
+	t.Helper()
+	files := d.files(t)
+	var names []string
+	for n := range files {
+		if strings.HasSuffix(n, ".parquet") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	var got []string
+	for _, n := range names {
+		for _, r := range readParquet(t, n, files[n]).rows {
+			id := fmt.Sprintf("%d-%d", r["seq"].(int64), r["idx"].(int64))
+			if r["id"] != id || r["v"] != int32(r["idx"].(int64)) {
+				t.Fatalf("%s: row %v is not element %s", n, r, id)
+			}
+			got = append(got, id)
+		}
+	}
+	if want := explodedWant(); !slices.Equal(got, want) {
+		t.Fatalf("elements %v, want each of %v exactly once", got, want)
+	}
+	if got := deadLetterSeqs(t, d); !slices.Equal(got, []int64{explodeBadElem, explodeBadEvent}) {
+		t.Fatalf("dead letters %v, want [%d %d] once each", got, explodeBadElem, explodeBadEvent)
+	}
+}
+
+// TestExplode writes exploded events to each destination in batches that
+// a replay repeats in part, and reads every element back once.
+func TestExplode(t *testing.T) {
+	forEachDestination(t, func(t *testing.T, d destination) {
+		s := newSink(t, d, func(c *Config) { explodeConfig(t, c) })
+		events := explodeEvents()
+		w, wm := open(t, s, "0")
+		replayWithDeadLetters(t, w, nil, wm, events[:17])
+		if err := w.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		w, wm = open(t, s, "0")
+		defer w.Close(ctxT(t))
+		if wm == nil || wm.SequenceNumber != 16 {
+			t.Fatalf("watermark after the first flush %v, want 16", wm)
+		}
+		replayWithDeadLetters(t, w, nil, wm, events) // from the start: the watermark skips what is there
+		wantExplodedOnce(t, d)
+		if err := w.Write(ctxT(t), events[39:]); err != nil { // a replay of the last event is skipped
+			t.Fatal(err)
+		}
+		if err := w.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
