@@ -21,6 +21,7 @@ func TestTestCommand(t *testing.T) {
 		stderr string // a substring of stderr
 	}{
 		{"shipped", []string{"-c", filepath.Join(root, "connectors.yaml")}, exitOK, "cases passed", ""},
+		{"debezium example", []string{"-c", filepath.Join(root, "examples", "debezium", "connectors.yaml")}, exitOK, "4 cases passed", ""},
 		{"pass", []string{"-c", cfg, "--tests", filepath.Join(data, "pass.yaml")}, exitOK, "4 cases passed", ""},
 		{"fail", []string{"-c", cfg, "--tests", filepath.Join(data, "fail.yaml")}, exitFailure, "column amount: want 12.49, got 12.50", ""},
 		{"malformed", []string{"-c", cfg, "--tests", filepath.Join(data, "malformed.yaml")}, exitUsage, "", "tests[0].connector: unknown connector"},

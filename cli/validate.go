@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -15,7 +16,9 @@ each with its path:
   connectors[1].sink.table: required
 
 It prints "ok" when the file is valid. --print prints the effective config
-instead: defaults filled in, every secret shown as ***.
+instead: defaults filled in, every secret shown as ***, followed by the SQL
+each PostgreSQL connector runs when it starts (state tables, tombstone
+table, and the table create_table derives from the mapping), as comments.
 
 Exit status: 0 valid, 2 invalid or bad usage.
 `
@@ -34,7 +37,7 @@ func (o Options) runValidate(_ context.Context, args []string, stdout, stderr io
 		return exitUsage
 	}
 	if *print {
-		if err := cfg.Print(stdout); err != nil {
+		if err := errors.Join(cfg.Print(stdout), cfg.PrintDDL(stdout)); err != nil {
 			fmt.Fprintf(stderr, "ehsink validate: %v\n", err)
 			return exitFailure
 		}

@@ -3,6 +3,7 @@ package connector
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ehsink/ehsink/config"
 )
@@ -40,4 +41,34 @@ func (s SourceSpec) MarshalConfig() (any, error) {
 		Connection string `yaml:"connection"`
 		plain      `yaml:",inline"`
 	}{EmulatorConnection, plain(s)}, nil
+}
+
+// ddlSource is implemented by sink configs whose sink prepares its
+// destination with SQL when it starts (the PostgreSQL sink): DDL returns
+// those statements, in order, each ending with a semicolon, and "--"
+// comments for what the sink expects without creating it. It is called on
+// a valid config and reaches no service.
+type ddlSource interface {
+	DDL() []string
+}
+
+// PrintDDL writes, as YAML comments, the DDL each connector's sink would
+// run at start, for the connectors whose sink says (see ddlSource). It
+// writes nothing when no sink does.
+func (c *Config) PrintDDL(w io.Writer) error {
+	var b strings.Builder
+	for _, spec := range c.Connectors {
+		d, ok := spec.Sink.Config.(ddlSource)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "\n# connector %s: the %s sink runs at start\n", spec.Name, spec.Sink.Type)
+		for _, stmt := range d.DDL() {
+			for _, line := range strings.Split(stmt, "\n") {
+				b.WriteString("#   " + strings.ReplaceAll(line, "\t", "  ") + "\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

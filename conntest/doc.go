@@ -45,6 +45,11 @@
 //     format), or the whole line (raw format).
 //   - dead_letter: a substring of the reason the event is dead-lettered
 //     with.
+//   - delete: key column → value, for an event that deletes its key (a
+//     postgres sink with `format: debezium` or a `delete:` block; the
+//     sink's rules of package cdc decide, as in the writer).
+//   - skipped: true, for an event that writes nothing and is no dead
+//     letter (a Debezium tombstone).
 //   - filtered: true, for an event the connector's `filter:` drops (the
 //     filter runs first, as in the runner; a body it cannot read is a dead
 //     letter).

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ehsink/ehsink/cdc"
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/mapping"
 )
@@ -17,6 +18,7 @@ import (
 // expectation is an [Expect] checked against its connector.
 type expectation struct {
 	filtered   bool
+	op         cdc.Op        // what a row expectation wants: a row, a delete or a skip
 	exploded   bool          // rows or elements of an exploded event
 	elems      []expectation // one per element
 	deadLetter *string
@@ -43,13 +45,13 @@ type wantField struct {
 
 func prepareExpect(t target, e *Expect) (expectation, error) {
 	set := 0
-	for _, isSet := range []bool{e.Row != nil || e.Route != nil || e.Table != nil, e.Record != nil, e.DeadLetter != nil, e.Filtered, e.Rows != nil || e.Elements != nil} {
+	for _, isSet := range []bool{e.Row != nil || e.Route != nil && e.Delete == nil || e.Table != nil && e.Delete == nil, e.Delete != nil, e.Record != nil, e.DeadLetter != nil, e.Filtered, e.Skipped, e.Rows != nil || e.Elements != nil} {
 		if isSet {
 			set++
 		}
 	}
 	if set != 1 {
-		return expectation{}, errors.New("want exactly one of row (with route or table, or either alone), rows or elements (with explode), record, dead_letter and filtered: true")
+		return expectation{}, errors.New("want exactly one of row or delete (with route or table, or either alone), rows or elements (with explode), record, dead_letter, filtered: true and skipped: true")
 	}
 	if e.Filtered {
 		return expectation{filtered: true}, nil
@@ -59,6 +61,22 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 	}
 	var x expectation
 	var errs []error
+	row, field := e.Row, "row"
+	switch {
+	case e.Skipped:
+		x.op = cdc.OpSkip
+	case e.Delete != nil:
+		row, field, x.op = e.Delete, "delete", cdc.OpDelete
+		if !deletes(t) {
+			return x, &config.Error{Path: "delete", Err: errors.New("this connector deletes nothing (its sink has no format: debezium or delete block)")}
+		}
+		if len(e.Delete) == 0 {
+			return x, &config.Error{Path: "delete", Err: errors.New("name the key's columns and values")}
+		}
+	}
+	if _, isStdout := t.(*stdoutTarget); isStdout && x.op != cdc.OpUpsert {
+		return x, &config.Error{Path: field, Err: errors.New("the stdout sink writes records, not rows: use record")}
+	}
 	if _, routed := t.(*routedTarget); !routed && (e.Route != nil || e.Table != nil) {
 		field := "route"
 		if e.Route == nil {
@@ -71,7 +89,7 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 		if e.Record != nil {
 			return x, &config.Error{Path: "record", Err: errors.New("this connector's sink has columns: use row")}
 		}
-		x.row, errs = wantRow(t.mapper.Columns(), e.Row, "the connector")
+		x.row, errs = wantRow(t.mapper.Columns(), row, field, t.key, "the connector")
 	case *routedTarget:
 		if e.Record != nil {
 			return x, &config.Error{Path: "record", Err: errors.New("this connector's sink has columns: use row")}
@@ -83,7 +101,7 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 		if e.Table != nil && !slices.ContainsFunc(t.routes, func(r routeSpec) bool { return r.isTable }) {
 			return x, &config.Error{Path: "table", Err: errors.New("this connector's routes have paths, not tables: use route")}
 		}
-		if e.Row == nil {
+		if row == nil {
 			break
 		}
 		// The columns are checked against the named route, or against
@@ -94,9 +112,9 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 			if e.Route != nil && r.name != *e.Route {
 				continue
 			}
-			row, rerrs := wantRow(r.target.mapper.Columns(), e.Row, "route "+r.name)
+			want, rerrs := wantRow(r.target.mapper.Columns(), row, field, r.target.key, "route "+r.name)
 			if len(rerrs) == 0 {
-				x.routeRow[r.name] = row
+				x.routeRow[r.name] = want
 			}
 			lastErrs = rerrs
 		}
@@ -165,7 +183,7 @@ func prepareExploded(t target, e *Expect) (x expectation, err error, ok bool) {
 	x.elems = []expectation{}
 	var errs []error
 	for i, r := range e.Rows {
-		row, rerrs := wantRow(mt.mapper.Columns(), r, "the connector")
+		row, rerrs := wantRow(mt.mapper.Columns(), r, "row", nil, "the connector")
 		for _, p := range config.Errors(errors.Join(rerrs...)) {
 			errs = append(errs, &config.Error{Path: config.JoinPath(fmt.Sprintf("rows[%d]", i), strings.TrimPrefix(p.Path, "row.")), Err: p.Err})
 		}
@@ -181,7 +199,7 @@ func prepareExploded(t target, e *Expect) (x expectation, err error, ok bool) {
 		ex := expectation{deadLetter: el.DeadLetter}
 		if el.Row != nil {
 			var rerrs []error
-			ex.row, rerrs = wantRow(mt.mapper.Columns(), el.Row, "the connector")
+			ex.row, rerrs = wantRow(mt.mapper.Columns(), el.Row, "row", nil, "the connector")
 			for _, p := range config.Errors(errors.Join(rerrs...)) {
 				errs = append(errs, &config.Error{Path: config.JoinPath(path, p.Path), Err: p.Err})
 			}
@@ -191,9 +209,21 @@ func prepareExploded(t target, e *Expect) (x expectation, err error, ok bool) {
 	return x, errors.Join(errs...), true
 }
 
-// wantRow checks the expected row of a mapping with columns cols; of
-// names the mapping's owner in messages.
-func wantRow(cols mapping.Columns, row map[string]any, of string) ([]wantColumn, []error) {
+// deletes reports whether some events of t may be deletes.
+func deletes(t target) bool {
+	switch t := t.(type) {
+	case *mapTarget:
+		return t.rules != nil
+	case *routedTarget:
+		return slices.ContainsFunc(t.routes, func(r routeSpec) bool { return r.target.rules != nil })
+	}
+	return false
+}
+
+// wantRow checks the expected row (field "row") or deleted key (field
+// "delete", key columns only) of a mapping with columns cols; of names the
+// mapping's owner in messages.
+func wantRow(cols mapping.Columns, row map[string]any, field string, key []string, of string) ([]wantColumn, []error) {
 	var errs []error
 	var out []wantColumn
 	names := cols.Names()
@@ -204,12 +234,16 @@ func wantRow(cols mapping.Columns, row map[string]any, of string) ([]wantColumn,
 			if near := config.Suggest(name, names); near != "" {
 				hint = "did you mean " + near + "? "
 			}
-			errs = append(errs, &config.Error{Path: "row." + name, Err: fmt.Errorf("not a column of %s (%scolumns: %s)", of, hint, strings.Join(names, ", "))})
+			errs = append(errs, &config.Error{Path: field + "." + name, Err: fmt.Errorf("not a column of %s (%scolumns: %s)", of, hint, strings.Join(names, ", "))})
+			continue
+		}
+		if field == "delete" && !slices.Contains(key, name) {
+			errs = append(errs, &config.Error{Path: field + "." + name, Err: fmt.Errorf("not a key column of %s: a delete names its key (%s)", of, strings.Join(key, ", "))})
 			continue
 		}
 		want, err := wantValue(cols[i], row[name])
 		if err != nil {
-			errs = append(errs, &config.Error{Path: "row." + name, Err: err})
+			errs = append(errs, &config.Error{Path: field + "." + name, Err: err})
 			continue
 		}
 		out = append(out, wantColumn{index: i, name: name, want: want})
@@ -252,9 +286,14 @@ func (x *expectation) check(got outcome) string {
 		}
 		return ""
 	}
-	if got.reason != "" {
+	if got.reason != "" || got.op != x.op {
 		what := "a row"
-		if x.row == nil && x.routeRow == nil && x.route == nil && x.table == nil {
+		switch {
+		case x.op == cdc.OpDelete:
+			what = "a delete"
+		case x.op == cdc.OpSkip:
+			what = "nothing written (skipped)"
+		case x.row == nil && x.routeRow == nil && x.route == nil && x.table == nil:
 			what = "a record"
 		}
 		return fmt.Sprintf("%swant %s, got %s\n", indent, what, x.describe(got))
@@ -340,6 +379,16 @@ func (x *expectation) describe(got outcome) string {
 		return "a failure that stops the connector (errors.tolerance: none): " + reason
 	case got.reason != "":
 		return "a dead letter: " + reason
+	case got.op == cdc.OpSkip:
+		return "nothing written (skipped)"
+	case got.op == cdc.OpDelete:
+		var parts []string
+		for i, v := range got.row {
+			if v.show != "null" {
+				parts = append(parts, got.cols[i]+"="+v.show)
+			}
+		}
+		return "a delete of " + strings.Join(parts, " ")
 	case got.row != nil:
 		parts := make([]string, len(got.row))
 		for i, v := range got.row {

@@ -96,6 +96,13 @@ type Expect struct {
 	DeadLetter *string `yaml:"dead_letter"`
 	// Filtered, when true, expects the connector's filter to drop the event.
 	Filtered bool `yaml:"filtered"`
+	// Delete maps key column names to the values of the key the event
+	// deletes (a postgres connector with format: debezium or a delete
+	// block). With routes, Route or Table may name where.
+	Delete map[string]any `yaml:"delete"`
+	// Skipped, when true, expects the event to write nothing and be no dead
+	// letter (a Debezium tombstone).
+	Skipped bool `yaml:"skipped"`
 	// Rows expects an event of a connector whose mapping explodes an
 	// array to make these rows, one per element, in order; an empty list
 	// expects no row (an empty array).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
+	"github.com/ehsink/ehsink/cdc"
 	"github.com/ehsink/ehsink/expr"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/routing"
@@ -18,6 +20,7 @@ type routeSpec struct {
 	name, when, dest string
 	isTable          bool // dest is a table (postgres), not a path
 	cols             mapping.Columns
+	key              []string
 	target           *mapTarget
 }
 
@@ -62,6 +65,7 @@ func routesOf(cfg any) ([]routeSpec, bool) {
 				r.name = r.dest
 			}
 			r.cols, _ = columnsOfStruct(el)
+			r.key = keyOf(el)
 			out = append(out, r)
 		}
 		return out, true
@@ -78,13 +82,16 @@ type routedTarget struct {
 	stops  bool
 }
 
-func newRoutedTarget(routes []routeSpec, stops bool) (*routedTarget, error) {
+func newRoutedTarget(routes []routeSpec, format cdc.Format, del *cdc.Delete, stops bool) (*routedTarget, error) {
 	t := &routedTarget{routes: routes, stops: stops}
 	var conds []routing.Cond
 	var names []string
 	for i := range routes {
 		r := &routes[i]
 		mt, err := newMapTarget(r.cols, stops)
+		if err == nil {
+			err = mt.deleting(format, routeDelete(del, r.key), r.key)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("routes[%d]: %w", i, err)
 		}
@@ -143,4 +150,20 @@ func (t *routedTarget) apply(ctx context.Context, ev *sinks.Event) outcome {
 		out.table = string(b)
 	}
 	return out
+}
+
+// routeDelete is the delete block as a route sees it: the entries of
+// delete.key that name its key columns.
+func routeDelete(del *cdc.Delete, key []string) *cdc.Delete {
+	if del == nil {
+		return nil
+	}
+	d := *del
+	d.Key = map[string]string{}
+	for k, v := range del.Key {
+		if slices.Contains(key, k) {
+			d.Key[k] = v
+		}
+	}
+	return &d
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ehsink/ehsink/cdc"
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/connector"
 	"github.com/ehsink/ehsink/mapping"
@@ -88,6 +89,7 @@ func (c *preparedCase) apply(ctx context.Context, ev *sinks.Event) outcome {
 // outcome is what a connector made of one event: a row, a record, or a
 // dead letter (or a stop, under errors.tolerance: none).
 type outcome struct {
+	op       cdc.Op // upsert (a row), delete (row holds the key) or skip
 	row      []value
 	cols     []string // the row's column names
 	route    string   // the route the event took, on a routed connector
@@ -215,15 +217,58 @@ func newTarget(spec *connector.Spec) (target, error) {
 		format, _ := stringField(spec.Sink.Config, "format")
 		return &stdoutTarget{raw: format == "raw", stops: stops}, nil
 	}
+	format, del := changesOf(spec.Sink.Config)
 	if routes, ok := routesOf(spec.Sink.Config); ok {
-		return newRoutedTarget(routes, stops)
+		return newRoutedTarget(routes, format, del, stops)
 	}
 	cols, ok := columnsOf(spec.Sink.Config)
 	if !ok {
 		return nil, fmt.Errorf("connector %q: sink type %s has no column mapping to test", spec.Name, spec.Sink.Type)
 	}
 	v, _ := structOf(spec.Sink.Config)
-	return newMapTargetWith(cols, mapping.Options{Explode: explodeOfStruct(v)}, stops)
+	t, err := newMapTargetWith(cols, mapping.Options{Explode: explodeOfStruct(v)}, stops)
+	if err != nil {
+		return nil, err
+	}
+	return t, t.deleting(format, del, keyOf(v))
+}
+
+// changesOf finds, by reflection, the fields of types cdc.Format and
+// *cdc.Delete of a sink config (the postgres sink's format and delete),
+// which say which events delete their key or are skipped.
+func changesOf(cfg any) (cdc.Format, *cdc.Delete) {
+	var format cdc.Format
+	var del *cdc.Delete
+	v, ok := structOf(cfg)
+	if !ok {
+		return format, del
+	}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		switch {
+		case !f.IsExported():
+		case f.Type == reflect.TypeFor[cdc.Format]():
+			format = v.Field(i).Interface().(cdc.Format)
+		case f.Type == reflect.TypeFor[*cdc.Delete]():
+			del = v.Field(i).Interface().(*cdc.Delete)
+		}
+	}
+	return format, del
+}
+
+// keyOf returns the `key:` list of strings of a struct value (a sink
+// config or one of its routes), or nil.
+func keyOf(v reflect.Value) []string {
+	if !v.IsValid() {
+		return nil
+	}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.IsExported() && f.Type == reflect.TypeFor[[]string]() && yamlName(f) == "key" {
+			return v.Field(i).Interface().([]string)
+		}
+	}
+	return nil
 }
 
 // explodeOfStruct returns the exploded path of a sink config (or of one of
@@ -278,7 +323,11 @@ func columnsOfStruct(v reflect.Value) (mapping.Columns, bool) {
 // mapTarget is a sink with one column mapping.
 type mapTarget struct {
 	mapper *mapping.Mapper
-	stops  bool
+	// rules, for a sink that deletes (format debezium, a delete block),
+	// decide per event between a row, a delete of key and a skip.
+	rules *cdc.Rules
+	key   []string
+	stops bool
 }
 
 func newMapTarget(cols mapping.Columns, stops bool) (*mapTarget, error) {
@@ -293,8 +342,41 @@ func newMapTargetWith(cols mapping.Columns, opts mapping.Options, stops bool) (*
 	return &mapTarget{mapper: m, stops: stops}, nil
 }
 
+// deleting gives t the rules of a sink's format and delete block, when
+// they make some events deletes or skips.
+func (t *mapTarget) deleting(format cdc.Format, del *cdc.Delete, key []string) error {
+	cs := cdc.Spec{Format: format, Delete: del, Columns: t.mapper.Columns(), Key: key}
+	if !cs.Deletes() {
+		return cs.Validate()
+	}
+	if t.mapper.Explode().IsSet() {
+		return errors.New("explode does not combine with deletes (format: debezium or a delete block)")
+	}
+	r, err := cdc.Compile(cs)
+	if err != nil {
+		return err
+	}
+	t.rules, t.key = r, key
+	return nil
+}
+
 func (t *mapTarget) apply(_ context.Context, ev *sinks.Event) outcome {
 	cols := t.mapper.Columns()
+	if t.rules != nil {
+		row := make([]any, len(cols))
+		op, err := t.rules.Map(ev, row)
+		switch {
+		case err != nil:
+			return outcome{reason: err.Error(), stops: t.stops}
+		case op == cdc.OpSkip:
+			return outcome{op: op}
+		}
+		out := outcome{op: op, row: make([]value, len(cols)), cols: cols.Names()}
+		for i, v := range row {
+			out.row[i] = gotValue(cols[i], v)
+		}
+		return out
+	}
 	rows, err := t.mapper.Rows(ev)
 	if err != nil {
 		return outcome{reason: err.Error(), stops: t.stops}

@@ -3,11 +3,14 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ehsink/ehsink/cdc"
 	"github.com/ehsink/ehsink/expr"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/routing"
@@ -67,7 +70,23 @@ type Config struct {
 	CreateTable bool `yaml:"create_table"`
 	// PoolSize is the most connections the sink opens. If zero, 4.
 	PoolSize int `yaml:"pool_size"`
+	// Format is what an event body is: json (the row the columns read) or
+	// debezium (a Debezium change event: the columns read its after image,
+	// op d deletes). If empty, json.
+	Format cdc.Format `yaml:"format"`
+	// Delete names the condition that makes an event delete its key, and
+	// where a delete finds the key's values. Upsert only.
+	Delete *cdc.Delete `yaml:"delete"`
+	// TombstoneRetention is how long the sink keeps the tombstone of a
+	// deleted key, which stops an older event of the key from bringing the
+	// row back. Keep it at least the event hub's retention. If zero, 168h
+	// (the longest retention of the Standard tier).
+	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 }
+
+// DefaultTombstoneRetention is the tombstone retention when
+// Config.TombstoneRetention is zero.
+const DefaultTombstoneRetention = 7 * 24 * time.Hour
 
 // Route is one entry of a postgres sink's `routes:` list.
 type Route struct {
@@ -122,6 +141,12 @@ func (c Config) withDefaults() Config {
 	if c.PoolSize == 0 {
 		c.PoolSize = DefaultPoolSize
 	}
+	if c.Format == "" {
+		c.Format = cdc.FormatJSON
+	}
+	if c.TombstoneRetention == 0 {
+		c.TombstoneRetention = DefaultTombstoneRetention
+	}
 	return c
 }
 
@@ -175,7 +200,91 @@ func (c *Config) Validate() error {
 	if d.PoolSize < 0 {
 		fe("pool_size", errors.New("must not be negative"))
 	}
+	if d.TombstoneRetention < 0 {
+		fe("tombstone_retention", errors.New("must not be negative"))
+	}
+	d.validateDeletes(fe)
 	return errors.Join(errs...)
+}
+
+// changeSpec is what package cdc needs of the config for route r.
+func (c *Config) changeSpec(r Route) cdc.Spec {
+	return cdc.Spec{Format: c.Format, Delete: c.Delete, Columns: r.Columns, Key: r.Key}
+}
+
+// validateDeletes checks format, delete and, for each route, what its
+// key and columns must give a delete. Every route deletes by its own key;
+// delete.key names key columns of one route or more.
+func (c *Config) validateDeletes(fe func(string, error)) {
+	cs := c.changeSpec(Route{})
+	if !cs.Deletes() {
+		if err := cs.Validate(); err != nil {
+			for _, e := range flatten(err) {
+				var f *sinks.FieldError
+				if errors.As(e, &f) {
+					fe(f.Field, f.Err)
+				}
+			}
+		}
+		return
+	}
+	if c.Mode != ModeUpsert {
+		what := "delete"
+		if c.Format == cdc.FormatDebezium {
+			what = "format"
+		}
+		fe(what, errors.New("deletes need mode: upsert (and the table's key in key)"))
+		return
+	}
+	routed := len(c.Routes) > 0
+	keyCols := map[string]bool{}
+	for i, r := range c.routes() {
+		for _, k := range r.Key {
+			keyCols[k] = true
+		}
+		prefix := ""
+		if routed {
+			prefix = fmt.Sprintf("routes[%d].", i)
+		}
+		if r.Explode.IsSet() {
+			fe(prefix+"explode", errors.New("does not combine with deletes (format: debezium or a delete block): a delete removes one key"))
+		}
+		cs := c.changeSpec(r)
+		if cs.Delete != nil && routed {
+			// delete.key is shared: each route takes the entries of its key.
+			d := *cs.Delete
+			d.Key = map[string]string{}
+			for k, v := range c.Delete.Key {
+				if slices.Contains(r.Key, k) {
+					d.Key[k] = v
+				}
+			}
+			cs.Delete = &d
+		}
+		for _, e := range flatten(cs.Validate()) {
+			var f *sinks.FieldError
+			switch {
+			case e == nil:
+			case !errors.As(e, &f):
+				fe(strings.TrimSuffix(prefix, "."), e)
+			case f.Field == "key" && len(r.Key) == 0:
+				// validateRoute reported it
+			case strings.HasPrefix(f.Field, "delete.") || f.Field == "format":
+				if i == 0 || routed && strings.HasPrefix(f.Field, "delete.key.") {
+					fe(f.Field, f.Err)
+				}
+			default:
+				fe(prefix+f.Field, f.Err)
+			}
+		}
+	}
+	if routed && c.Delete != nil {
+		for _, k := range slices.Sorted(maps.Keys(c.Delete.Key)) {
+			if !keyCols[k] {
+				fe("delete.key."+k, errors.New("not a key column of any route"))
+			}
+		}
+	}
 }
 
 // validateRoute checks one route's table, key and columns (the whole

@@ -54,3 +54,117 @@ func TestConfigDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigDeletes checks the delete settings: what is accepted, and the
+// path and reason of each refusal.
+func TestConfigDeletes(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{
+			"dsn": "postgres://u@h/db", "table": "t", "mode": "upsert", "key": []any{"id"},
+			"columns": map[string]any{"id": map[string]any{"from": "$.id", "type": "bigint"}, "name": "$.name"},
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(map[string]any)
+		want string // "" for valid, else "field: reason" substring
+	}{
+		{"debezium preset", func(m map[string]any) { m["format"] = "debezium" }, ""},
+		{"debezium with key sources", func(m map[string]any) {
+			m["format"] = "debezium"
+			m["delete"] = map[string]any{"key": map[string]any{"id": "$.old_id"}}
+		}, ""},
+		{"delete condition", func(m map[string]any) {
+			m["delete"] = map[string]any{"when": "$.op == 'd'", "key": map[string]any{"id": "$.before.id"}}
+		}, ""},
+		{"retention", func(m map[string]any) { m["format"] = "debezium"; m["tombstone_retention"] = "720h" }, ""},
+		{"unknown format", func(m map[string]any) { m["format"] = "avro" }, `format: "avro": want json or debezium`},
+		{"delete needs upsert", func(m map[string]any) {
+			m["mode"] = "append"
+			delete(m, "key")
+			m["delete"] = map[string]any{"when": "$.op == 'd'"}
+		}, "delete: deletes need mode: upsert"},
+		{"debezium needs upsert", func(m map[string]any) { m["mode"] = "append"; delete(m, "key"); m["format"] = "debezium" }, "format: deletes need mode: upsert"},
+		{"delete needs a condition", func(m map[string]any) { m["delete"] = map[string]any{"key": map[string]any{"id": "$.id"}} }, "delete.when: required"},
+		{"debezium decides by op", func(m map[string]any) {
+			m["format"] = "debezium"
+			m["delete"] = map[string]any{"when": "$.op == 'd'"}
+		}, "delete.when: not used with format: debezium"},
+		{"delete key names a key column", func(m map[string]any) {
+			m["format"] = "debezium"
+			m["delete"] = map[string]any{"key": map[string]any{"name": "$.name"}}
+		}, "delete.key.name: not a key column"},
+		{"delete key source", func(m map[string]any) {
+			m["format"] = "debezium"
+			m["delete"] = map[string]any{"key": map[string]any{"id": "id"}}
+		}, "delete.key.id: source \"id\""},
+		{"negative retention", func(m map[string]any) { m["tombstone_retention"] = "-1h" }, "tombstone_retention: must not be negative"},
+	}
+	d, _ := sinks.Lookup("postgres")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := base()
+			tt.edit(raw)
+			cfg := d.NewConfig().(*Config)
+			err := config.Decode(raw, cfg)
+			if err == nil {
+				err = cfg.Validate()
+			}
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDDL checks the statements `ehsink validate --print` shows.
+func TestDDL(t *testing.T) {
+	id, _ := mapping.NewColumn("id", "$.id", "bigint")
+	name, _ := mapping.NewColumn("name", "$.name", "")
+	cfg := &Config{DSN: "postgres://h/db", Table: "app.customers", Mode: ModeUpsert, Key: []string{"id"},
+		Columns: mapping.Columns{id, name}, Format: "debezium", CreateTable: true}
+	got := strings.Join(cfg.DDL(), "\n")
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "app"."ehsink_watermarks"`,
+		`CREATE TABLE IF NOT EXISTS "app"."ehsink_dead_letters"`,
+		`CREATE TABLE IF NOT EXISTS "app"."ehsink_tombstones_customers" ("id" bigint NOT NULL, "_ehsink_partition" text NOT NULL, "_ehsink_seq" bigint NOT NULL, deleted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY ("id"));`,
+		`CREATE TABLE IF NOT EXISTS "app"."customers" ("id" bigint NOT NULL, "name" text, "_ehsink_partition" text NOT NULL, "_ehsink_seq" bigint NOT NULL, PRIMARY KEY ("id"));`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("DDL lacks %s:\n%s", want, got)
+		}
+	}
+	cfg.CreateTable, cfg.Format = false, ""
+	got = strings.Join(cfg.DDL(), "\n")
+	if strings.Contains(got, "tombstones") || !strings.Contains(got, "-- create_table is false") {
+		t.Errorf("append DDL without create_table:\n%s", got)
+	}
+}
+
+// TestDDLRoutes: each route's table and tombstone table, a templated one as
+// comments, the state tables in the search_path.
+func TestDDLRoutes(t *testing.T) {
+	id, _ := mapping.NewColumn("id", "$.id", "bigint")
+	cfg := &Config{DSN: "postgres://h/db", Mode: ModeUpsert, Format: "debezium", CreateTable: true, Routes: []Route{
+		{When: "$.source.table == 'a'", Table: "s.a", Key: []string{"id"}, Columns: mapping.Columns{id}},
+		{Table: "t_{$.source.table}", Key: []string{"id"}, Columns: mapping.Columns{id}},
+	}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(cfg.DDL(), "\n")
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "ehsink_watermarks"`,
+		`CREATE TABLE IF NOT EXISTS "s"."a" (`,
+		`CREATE TABLE IF NOT EXISTS "s"."ehsink_tombstones_a" (`,
+		"-- tables named by t_{$.source.table} are prepared when an event first names one:\n-- CREATE TABLE IF NOT EXISTS \"t_{$.source.table}\"",
+		`-- CREATE TABLE IF NOT EXISTS "ehsink_tombstones_t_{$.source.table}"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("DDL lacks %s:\n%s", want, got)
+		}
+	}
+}

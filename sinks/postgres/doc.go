@@ -13,12 +13,25 @@
 //	  columns: {order_id: {from: $.order_id, type: bigint}, amount: {from: $.amount, type: numeric(12,2)}}
 //	  create_table: false         # derive CREATE TABLE from the mapping
 //	  pool_size: 4
+//	  format: json                # or debezium: Debezium change events (package cdc)
+//	  delete: {when: "$.op == 'd'", key: {order_id: $.id}}   # upsert only
+//	  tombstone_retention: 168h   # how long a delete's tombstone guards its key
 //
 // The column mapping is package mapping's language, shared with the Parquet
 // sink. Mapping types become PostgreSQL types as string→text, int32→integer,
 // int64→bigint, double→double precision, decimal(p,s)→numeric(p,s),
 // boolean→boolean, timestamp→timestamptz, json→jsonb, uuid→uuid,
 // bytes→bytea.
+//
+// # Deletes
+//
+// With a `delete:` condition, or `format: debezium` (op d), an event
+// deletes the row of its key instead of writing one. A delete obeys the
+// ordering guard of an upsert and leaves a tombstone (in
+// ehsink_tombstones_<table>) so that a replayed older update does not
+// bring the row back; tombstones are deleted after tombstone_retention.
+// deletes.go has the details and the cost. `ehsink validate --print`
+// shows the DDL of every table the sink creates ([Config.DDL]).
 //
 // # Routes
 //

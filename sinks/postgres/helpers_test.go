@@ -241,3 +241,43 @@ func head(s []int64) string {
 }
 
 func newConn(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }
+
+// crashAndRestart runs events through a sink of cfg in batches of 50,
+// crashes the third flush at point (a fault point of the commit, or
+// "after-commit" or "checkpoint" of runPartition), checks the crash took,
+// then runs a new sink from the checkpoint to the end.
+func crashAndRestart(t *testing.T, cfg *Config, cp *checkpointStore, events []sinks.Event, point string) {
+	t.Helper()
+	s1 := newTestSink(t, cfg)
+	calls := 0
+	s1.faults = func(p string) error {
+		if p == point {
+			if calls++; calls == 3 {
+				return errCrash
+			}
+		}
+		return nil
+	}
+	crashed := false
+	done := runPartition(t, s1, cp, "0", events, 50, func(p string, flushes int) bool {
+		if p == point && flushes == 3 {
+			crashed = true
+			return true
+		}
+		return false
+	})
+	if done || (calls < 3 && !crashed) {
+		t.Fatalf("the crash at %s was not injected", point)
+	}
+	s1.Close(context.Background())
+	if got, _ := cp.get("0"); got != 99 {
+		t.Fatalf("checkpoint after the crash = %d, want 99 (two flushes of 50)", got)
+	}
+	s2 := newTestSink(t, cfg)
+	if !runPartition(t, s2, cp, "0", events, 50, nil) {
+		t.Fatal("restart did not complete")
+	}
+	if got, _ := cp.get("0"); got != events[len(events)-1].SequenceNumber {
+		t.Fatalf("checkpoint after restart = %d, want %d", got, events[len(events)-1].SequenceNumber)
+	}
+}

@@ -166,7 +166,7 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	}
 	refused := map[int64]error{}
 	for _, b := range w.bufs {
-		err = w.bisect(ctx, conn, b, b.applied, func(r *bufRow, e *pgconn.PgError) {
+		err = w.bisect(ctx, conn, b, b.rows[:len(b.applied)+len(b.deletes)], func(r *bufRow, e *pgconn.PgError) {
 			reason := refusal(e)
 			if s.sel != nil {
 				reason = fmt.Errorf("table %s: %w", b.d.name, reason)
@@ -243,7 +243,20 @@ func (w *writer) probe(ctx context.Context, conn *pgx.Conn, b *tableBuf, rows []
 	}
 	err := func() error {
 		if s.upsert {
-			_, err := w.upsert(ctx, conn, []merge{{b: b, rows: rows}}, false)
+			// A part's deletes go first; the split only permutes the
+			// part, which isolate sorts back with the rest of the buffer.
+			merges := []merge{{b: b, rows: rows}}
+			if d.sqlDelete != "" {
+				ups, dels := splitDeletes(rows)
+				merges = merges[:0]
+				if len(dels) > 0 {
+					merges = append(merges, merge{b: b, rows: dels, del: true})
+				}
+				if len(ups) > 0 {
+					merges = append(merges, merge{b: b, rows: ups})
+				}
+			}
+			_, err := w.upsert(ctx, conn, merges, false)
 			return err
 		}
 		if err := b.enc.copyRows(ctx, conn, d.target, d.r.copyCols, d.sqlDescribeCopy, d.sqlCopy, rows); err != nil {

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"errors"
 
 	"slices"
@@ -88,34 +87,7 @@ func TestRoutedCrashAtEachStep(t *testing.T) {
 			t.Run(mode+"/"+point, func(t *testing.T) {
 				dsn := newDB(t)
 				cfg := routedConfig(t, dsn, mode)
-				cp := &checkpointStore{seq: map[string]int64{}}
-				s1 := newTestSink(t, cfg)
-				calls := 0
-				s1.faults = func(p string) error {
-					if p == point {
-						if calls++; calls == 3 {
-							return errCrash
-						}
-					}
-					return nil
-				}
-				crashed := false
-				done := runPartition(t, s1, cp, "0", events, 50, func(p string, flushes int) bool {
-					if p == point && flushes == 3 {
-						crashed = true
-						return true
-					}
-					return false
-				})
-				if done || (calls < 3 && !crashed) {
-					t.Fatalf("the crash at %s was not injected", point)
-				}
-				s1.Close(context.Background())
-
-				s2 := newTestSink(t, cfg)
-				if !runPartition(t, s2, cp, "0", events, 50, nil) {
-					t.Fatal("restart did not complete")
-				}
+				crashAndRestart(t, cfg, &checkpointStore{seq: map[string]int64{}}, events, point)
 				wantRouted(t, dsn, mode, last)
 				if n := queryInts(t, dsn, `SELECT count(*) FROM ehsink_watermarks WHERE table_name = '*' AND sequence_number = $1`, int64(last)); n[0] != 1 {
 					t.Fatalf("%d watermark rows at %d for the routed connector, want 1", n[0], last)

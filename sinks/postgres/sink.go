@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ehsink/ehsink/cdc"
 	"github.com/ehsink/ehsink/expr"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/routing"
@@ -27,7 +28,7 @@ type driver struct{}
 
 // NewConfig returns a Config with its defaults set.
 func (driver) NewConfig() any {
-	return &Config{Mode: ModeAppend, PoolSize: DefaultPoolSize}
+	return &Config{Mode: ModeAppend, PoolSize: DefaultPoolSize, Format: cdc.FormatJSON, TombstoneRetention: DefaultTombstoneRetention}
 }
 
 // New builds a Sink from a *Config.
@@ -57,6 +58,10 @@ type Sink struct {
 
 	routes []*route
 	sel    *routing.Selector // nil without routes
+	// deletes: some events delete their key (see deletes.go); cleanup
+	// spaces the removal of old tombstones.
+	deletes bool
+	cleanup cleanupClock
 	// wmTable is the table_name of the connector's watermark and dead-letter
 	// rows: the table, or "*" for a routed connector.
 	wmTable string
@@ -78,10 +83,14 @@ type Sink struct {
 
 // route is one compiled route (the whole connector's, without routes).
 type route struct {
-	name      string
-	cfg       Route
-	tmpl      *expr.Template // nil for a literal table
-	mapper    *mapping.Mapper
+	name   string
+	cfg    Route
+	tmpl   *expr.Template // nil for a literal table
+	mapper *mapping.Mapper
+	// rules, for a connector that deletes (format: debezium or a delete
+	// block), decide per event between a row, a delete and a skip; nil
+	// otherwise (see deletes.go).
+	rules     *cdc.Rules
 	copyCols  []string // mapped columns, then _ehsink_seq in upsert mode
 	keyIdx    []int    // positions of the key columns in a row
 	nulCheck  []int    // string columns: PostgreSQL text cannot hold NUL
@@ -103,6 +112,11 @@ type dest struct {
 	// sqlUpsert merges rows given as arrays (upsertSQL); set by
 	// prepareDest, which knows the columns' array types.
 	sqlUpsert string
+	// tombstones is the table's tombstone table when its route deletes;
+	// sqlDelete deletes keys given as arrays (deleteSQL, set by
+	// prepareDest).
+	tombstones pgx.Identifier
+	sqlDelete  string
 	// err, for a templated table that cannot be written (missing, wrong
 	// columns), is the reason its events are dead letters; failedAt says
 	// when it was found, to look again later.
@@ -148,6 +162,7 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 			}
 		}
 		conds, names = append(conds, cond), append(names, r.name)
+		s.deletes = s.deletes || r.rules != nil
 		s.routes = append(s.routes, r)
 	}
 	var stateSchema pgx.Identifier
@@ -201,6 +216,11 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 		return nil, fmt.Errorf("table: %w", err)
 	}
 	r := &route{name: rc.Name, cfg: rc, mapper: mapper, copyCols: cols.Names()}
+	if cs := s.cfg.changeSpec(rc); cs.Deletes() {
+		if r.rules, err = cdc.Compile(cs); err != nil {
+			return nil, err
+		}
+	}
 	if r.name == "" {
 		r.name = rc.Table
 	}
@@ -317,8 +337,14 @@ func (s *Sink) prepareDest(ctx context.Context, tx pgx.Tx, d *dest) error {
 	if err != nil {
 		return err
 	}
+	if d.r.rules != nil {
+		d.tombstones = tombstoneTable(d.target)
+		if err := s.prepareDeletes(ctx, tx, d, arrayTypes); err != nil {
+			return err
+		}
+	}
 	if s.upsert {
-		d.sqlUpsert = upsertSQL(d.target, d.r.copyCols, arrayTypes, d.r.cfg.Key)
+		d.sqlUpsert = upsertSQL(d.target, d.r.copyCols, arrayTypes, d.r.cfg.Key, d.tombstones)
 		// Running the merge on no rows (NULL arrays unnest to nothing)
 		// makes the server check the ON CONFLICT target, and changes
 		// nothing.

@@ -174,41 +174,7 @@ func TestCrashAtEachStep(t *testing.T) {
 					execSQL(t, dsn, appendTable)
 					cfg = appendConfig(t, dsn)
 				}
-				cp := &checkpointStore{seq: map[string]int64{}}
-
-				s1 := newTestSink(t, cfg)
-				calls := 0
-				s1.faults = func(p string) error {
-					if p == point {
-						if calls++; calls == 3 {
-							return errCrash
-						}
-					}
-					return nil
-				}
-				crashed := false
-				done := runPartition(t, s1, cp, "0", events, 50, func(p string, flushes int) bool {
-					if p == point && flushes == 3 {
-						crashed = true
-						return true
-					}
-					return false
-				})
-				if done || (calls < 3 && !crashed) {
-					t.Fatalf("the crash at %s was not injected", point)
-				}
-				s1.Close(context.Background())
-				if got, _ := cp.get("0"); got != 99 {
-					t.Fatalf("checkpoint after the crash = %d, want 99 (two flushes of 50)", got)
-				}
-
-				s2 := newTestSink(t, cfg)
-				if !runPartition(t, s2, cp, "0", events, 50, nil) {
-					t.Fatal("restart did not complete")
-				}
-				if got, _ := cp.get("0"); got != last {
-					t.Fatalf("checkpoint after restart = %d, want %d", got, last)
-				}
+				crashAndRestart(t, cfg, &checkpointStore{seq: map[string]int64{}}, events, point)
 				if mode == ModeAppend {
 					wantExactlyOnce(t, queryInts(t, dsn, `SELECT seq FROM orders`), 0, last)
 					return

@@ -17,10 +17,16 @@ import (
 // and on every merge when the DSN asks for an uncached query mode.
 const upsertStmt = "ehsink_upsert_"
 
-// merge is the rows of one table a flush (or a probe) merges.
+// deleteStmt prefixes the name of a table's prepared delete (deleteSQL),
+// which takes the parameters of its merge.
+const deleteStmt = "ehsink_delete_"
+
+// merge is the rows of one table a flush (or a probe) merges, or, with
+// del, the keys it deletes.
 type merge struct {
 	b    *tableBuf
 	rows []bufRow
+	del  bool
 }
 
 // upsert merges each table's rows with the table's upsert statement
@@ -38,24 +44,28 @@ func (w *writer) upsert(ctx context.Context, conn *pgx.Conn, merges []merge, com
 	names := make([]string, 0, len(merges)+1)
 	for _, m := range merges {
 		d := m.b.d
+		sql, prefix, what := d.sqlUpsert, upsertStmt, "upsert into "+d.name
+		if m.del {
+			sql, prefix, what = d.sqlDelete, deleteStmt, "delete from "+d.name
+		}
 		name := ""
 		if cached {
-			name = upsertStmt + strconv.Itoa(d.id)
+			name = prefix + strconv.Itoa(d.id)
 		}
-		sd, err := conn.Prepare(ctx, name, d.sqlUpsert)
+		sd, err := conn.Prepare(ctx, name, sql)
 		if err != nil {
-			return tag, fmt.Errorf("upsert into %s: %w", d.name, err)
+			return tag, fmt.Errorf("%s: %w", what, err)
 		}
 		params, formats, err := w.encodeMerge(conn.TypeMap(), m, sd.ParamOIDs)
 		if err != nil {
-			return tag, fmt.Errorf("upsert into %s: %w", d.name, err)
+			return tag, fmt.Errorf("%s: %w", what, err)
 		}
 		if cached {
 			batch.ExecStatement(sd, params, formats, nil)
 		} else {
-			batch.ExecParams(d.sqlUpsert, params, sd.ParamOIDs, formats, nil)
+			batch.ExecParams(sql, params, sd.ParamOIDs, formats, nil)
 		}
-		names = append(names, "upsert into "+d.name)
+		names = append(names, what)
 	}
 	if commit {
 		batch.ExecParams("COMMIT", nil, nil, nil, nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ehsink/ehsink/cdc"
 	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -32,6 +33,7 @@ type bufRow struct {
 	vals []any
 	pos  sinks.Position
 	ev   keptEvent
+	del  bool // a delete: vals holds the key columns and the sequence number only
 }
 
 // deadLetter is a buffered dead letter, copied out of the runner's memory.
@@ -58,6 +60,9 @@ type writer struct {
 	// rejected are rows the server refused, held apart until DeadLetter
 	// receives them; Flush reports them until then.
 	rejected []rejectedRow
+	// skipped is the last event taken that writes nothing (a Debezium
+	// tombstone): the flush moves the watermark over it.
+	skipped *sinks.Position
 	// raw holds the bodies of the buffered rows' events (keptEvent.body).
 	raw    []byte
 	closed bool
@@ -70,8 +75,10 @@ type tableBuf struct {
 	n      int
 	keyBuf []byte
 	enc    copyEncoder
-	// applied is what the commit being run applies (see writer.applied).
-	applied []bufRow
+	// applied is what the commit being run applies (see writer.applied):
+	// the upserts (or appends); deletes are the deletes, which follow
+	// them in rows.
+	applied, deletes []bufRow
 }
 
 var _ sinks.DeadLetterer = (*writer)(nil)
@@ -119,6 +126,11 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 		if sinks.Covers(w.wm, ev.SequenceNumber) || ev.SequenceNumber <= last {
 			continue
 		}
+		if w.s.cfg.Format == cdc.FormatDebezium && cdc.IsTombstone(ev.Body) {
+			last = ev.SequenceNumber
+			w.skip(ev)
+			continue
+		}
 		d, err := w.s.destOf(ctx, ev)
 		var evErr *eventError
 		if errors.As(err, &evErr) {
@@ -130,6 +142,31 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 		b := w.buf(d)
 		r := d.r
 		ncols := len(r.mapper.Columns())
+		if r.rules != nil {
+			// A connector that deletes makes one row, or one delete,
+			// per event (it does not explode).
+			if b.n == len(b.rows) {
+				b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
+			}
+			row := &b.rows[b.n]
+			op, err := r.rules.Map(ev, row.vals[:ncols])
+			if err == nil && op != cdc.OpSkip {
+				err = checkValues(d, row.vals[:ncols])
+			}
+			if err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+				continue
+			}
+			last = ev.SequenceNumber
+			if op == cdc.OpSkip {
+				w.skip(ev)
+				continue
+			}
+			row.vals[ncols] = ev.SequenceNumber
+			row.pos, row.ev, row.del = ev.Position(), w.keep(ev), op == cdc.OpDelete
+			b.n++
+			continue
+		}
 		// An event makes one row, or one per element of an exploded
 		// array; an element that does not convert is a failure of its
 		// own, and the event's other rows are taken.
@@ -166,6 +203,13 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 		return &sinks.BatchError{Failed: failed}
 	}
 	return nil
+}
+
+// skip takes ev as an event that writes nothing (a Debezium tombstone):
+// the next flush moves the watermark over it.
+func (w *writer) skip(ev *sinks.Event) {
+	pos := ev.Position()
+	w.skipped = &pos
 }
 
 // convert maps row j of an event into vals and applies what PostgreSQL
@@ -286,11 +330,12 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	if len(w.rejected) > 0 {
 		return nil, w.rejectedError()
 	}
-	for attempt := 0; w.buffered() > 0 || len(w.dead) > 0; attempt++ {
+	for attempt := 0; w.buffered() > 0 || len(w.dead) > 0 || w.skipped != nil; attempt++ {
 		to, err := w.commit(ctx)
 		if err == nil {
 			w.wm = &to
 			w.reset()
+			w.s.cleanTombstones(ctx, time.Now())
 			break
 		}
 		w.sortRows() // a collapse (upsert) moved rows around
@@ -361,8 +406,9 @@ func (w *writer) reset() {
 			b.rows[i].ev = keptEvent{}
 		}
 		b.n = 0
-		b.applied = nil
+		b.applied, b.deletes = nil, nil
 	}
+	w.skipped = nil
 	clear(w.dead)
 	w.dead = w.dead[:0]
 	w.raw = w.raw[:0]
@@ -382,6 +428,9 @@ func (w *writer) dropCovered() {
 			}
 		}
 		b.n = keep
+	}
+	if w.skipped != nil && sinks.Covers(w.wm, w.skipped.SequenceNumber) {
+		w.skipped = nil
 	}
 	dead := w.dead[:0]
 	for _, d := range w.dead {
@@ -415,6 +464,9 @@ func (w *writer) newTarget() sinks.Position {
 		if r.pos.SequenceNumber > to.SequenceNumber {
 			to = r.pos
 		}
+	}
+	if w.skipped != nil && w.skipped.SequenceNumber > to.SequenceNumber {
+		to = *w.skipped
 	}
 	return to
 }
@@ -480,6 +532,9 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	// The merges (upsert) travel with COMMIT.
 	var merges []merge
 	for _, b := range w.bufs {
+		if len(b.deletes) > 0 {
+			merges = append(merges, merge{b: b, rows: b.deletes, del: true})
+		}
 		if s.upsert && len(b.applied) > 0 {
 			merges = append(merges, merge{b: b, rows: b.applied})
 		}
@@ -501,10 +556,14 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 // leaves them out of sequence order until sortRows.
 func (w *writer) applied() {
 	for _, b := range w.bufs {
-		b.applied = b.rows[:b.n]
+		b.applied, b.deletes = b.rows[:b.n], nil
 		if w.s.upsert && len(b.applied) > 1 {
 			b.keyBuf = b.keyBuf[:0]
 			b.applied = dedupe.Collapse(b.applied, b.rowKey, func(r *bufRow) int64 { return r.pos.SequenceNumber })
+		}
+		if b.d.r.rules != nil {
+			// The newest version of a key may be a delete.
+			b.applied, b.deletes = splitDeletes(b.applied)
 		}
 	}
 }
