@@ -72,13 +72,36 @@ type claimBody struct {
 	DataRef        string `json:"data_ref"`
 	DeadLetters    string `json:"dead_letters,omitempty"`
 	DeadLettersRef string `json:"dead_letters_ref,omitempty"`
+	// Files are the data files of the commit after Data, for a sink with
+	// routes (one file per route and value of its path). Data is empty
+	// when the commit has only dead letters.
+	Files []claimFile `json:"files,omitempty"`
+}
+
+// claimFile is one more data file of a claimed commit.
+type claimFile struct {
+	Name string `json:"name"`
+	Ref  string `json:"ref"`
+}
+
+// published lists the files of a claim in the order they are published:
+// the dead letters, then the data files.
+func (c *claimBody) published() []claimFile {
+	var out []claimFile
+	if c.DeadLetters != "" {
+		out = append(out, claimFile{c.DeadLetters, c.DeadLettersRef})
+	}
+	if c.Data != "" {
+		out = append(out, claimFile{c.Data, c.DataRef})
+	}
+	return append(out, c.Files...)
 }
 
 // claim prepares the open file (and its dead letters) and claims their
 // commit. Another writer's claim on the same watermark discards the file
 // and returns an error wrapping sinks.ErrFenced.
-func (w *writer) claim(ctx context.Context, f *openFile, name, dlName string) error {
-	body := claimBody{Writer: w.id, First: f.first, Last: f.last, Data: name}
+func (w *writer) claim(ctx context.Context, f *openFile, dlName string) error {
+	body := claimBody{Writer: w.id, First: f.first, Last: f.last}
 	var err error
 	if f.dl != nil {
 		body.DeadLetters = dlName
@@ -86,8 +109,16 @@ func (w *writer) claim(ctx context.Context, f *openFile, name, dlName string) er
 			return fmt.Errorf("prepare dead letters %q: %w", dlName, err)
 		}
 	}
-	if body.DataRef, err = f.data.prepare(ctx, name); err != nil {
-		return fmt.Errorf("prepare %q: %w", name, err)
+	for i, df := range f.files {
+		ref, err := df.data.prepare(ctx, df.name)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", df.name, err)
+		}
+		if i == 0 {
+			body.Data, body.DataRef = df.name, ref
+		} else {
+			body.Files = append(body.Files, claimFile{Name: df.name, Ref: ref})
+		}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -116,20 +147,32 @@ func (w *writer) claim(ctx context.Context, f *openFile, name, dlName string) er
 // recoverClaims finishes the commits of the partition that were claimed
 // and not published (their last sequence number is past the watermark wm
 // of the visible files): each is published from its prepared bytes, or,
-// when those are gone, its claim and any dead-letter file it published are
-// removed. It returns the watermark after them.
+// when those are gone, its claim and any file it published are removed.
+// It returns the watermark after them.
+//
+// With routes, a commit publishes several files and any of them shows its
+// range: a writer that died between them leaves a watermark that looks
+// complete. So the claim of the newest visible range is published again
+// too (publishing a visible name changes nothing).
 func (s *Sink) recoverClaims(ctx context.Context, w *writer, wm int64) (int64, error) {
 	objs, err := s.store.list(ctx, w.claims)
 	if err != nil {
 		return wm, err
 	}
 	slices.SortFunc(objs, func(a, b object) int { return strings.Compare(a.name, b.name) })
-	for _, o := range objs {
+	newestAtWM := -1 // the claim whose range ends the visible files, with routes
+	for i, o := range objs {
+		next, err := strconv.ParseInt(strings.TrimSuffix(path.Base(o.name), ".json"), 10, 64)
+		if err == nil && next <= wm {
+			newestAtWM = i
+		}
+	}
+	for i, o := range objs {
 		// A claim that extends a watermark at or below wm was published:
 		// the visible files form one chain of claims (see above). Only the
 		// few past it are read.
 		next, err := strconv.ParseInt(strings.TrimSuffix(path.Base(o.name), ".json"), 10, 64)
-		if err == nil && next <= wm {
+		if err == nil && next <= wm && !(s.routed() && i == newestAtWM) {
 			continue
 		}
 		raw, err := s.store.read(ctx, o.name)
@@ -140,28 +183,35 @@ func (s *Sink) recoverClaims(ctx context.Context, w *writer, wm int64) (int64, e
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return wm, fmt.Errorf("claim %q: %w", o.name, err)
 		}
-		if c.Last <= wm {
+		if c.Last < wm || c.Last == wm && !s.routed() {
 			continue
 		}
+		files := c.published()
 		err = nil
-		if c.DeadLetters != "" {
-			err = s.store.publish(ctx, c.DeadLettersRef, c.DeadLetters)
-		}
-		if err == nil {
-			err = s.store.publish(ctx, c.DataRef, c.Data)
+		for _, f := range files {
+			if err = s.store.publish(ctx, f.Ref, f.Name); err != nil {
+				break
+			}
 		}
 		switch {
 		case err == nil:
-			wm = c.Last
-			w.log.Info("published a claimed commit an earlier writer left unfinished", "file", c.Data, "first_seq", c.First, "last_seq", c.Last)
+			if c.Last > wm {
+				wm = c.Last
+				w.log.Info("published a claimed commit an earlier writer left unfinished", "file", c.Data, "files", len(files), "first_seq", c.First, "last_seq", c.Last)
+			}
 		case errors.Is(err, errGone):
-			if c.DeadLetters != "" {
-				if err := s.store.remove(ctx, c.DeadLetters); err != nil {
+			for _, f := range files {
+				if err := s.store.remove(ctx, f.Name); err != nil {
 					return wm, err
 				}
 			}
 			if err := s.store.remove(ctx, o.name); err != nil {
 				return wm, err
+			}
+			if c.Last == wm {
+				// Part of the newest range was visible: the watermark
+				// goes back before it, and the replay writes it again.
+				wm = c.First - 1
 			}
 			w.log.Info("dropped a claimed commit whose data is gone; the replay writes it again", "file", c.Data, "first_seq", c.First, "last_seq", c.Last)
 		default:

@@ -163,6 +163,7 @@ const (
 	crashDirEnv     = "EHSINK_PARQUET_CRASH_DIR"
 	crashStepEnv    = "EHSINK_PARQUET_CRASH_STEP"
 	crashExplodeEnv = "EHSINK_PARQUET_CRASH_EXPLODE"
+	crashRoutedEnv  = "EHSINK_PARQUET_CRASH_ROUTED" // set: the child's sink has routes
 	crashBad        = 25
 )
 
@@ -188,6 +189,9 @@ func TestKilledChild(t *testing.T) {
 	c.Columns = kitColumns(t)
 	if explode {
 		explodeConfig(t, c)
+	}
+	if os.Getenv(crashRoutedEnv) != "" {
+		routed(t)(c)
 	}
 	s, err := New(context.Background(), c, sinks.Info{Connector: "orders-pq", EventHub: "orders", ConsumerGroup: "$Default"})
 	if err != nil {
@@ -235,16 +239,20 @@ func TestKilledChild(t *testing.T) {
 // restarts: each event is in a visible file exactly once (read back with
 // arrow-go), the dead letter once, no temporary file is left or visible as
 // a final file. With explode, each element (sequence number, index) is
-// there exactly once, and the rows a clean run makes are all there.
+// there exactly once, and the rows a clean run makes are all there. With
+// routes, the commits have a file per route and customer (up to five)
+// besides the dead letters, and each route's files must hold its events
+// exactly once.
 func TestKillAtEachCommitStep(t *testing.T) {
 	if os.Getenv(crashDirEnv) != "" {
 		return
 	}
-	t.Run("rows", func(t *testing.T) { killAtEachCommitStep(t, false) })
-	t.Run("explode", func(t *testing.T) { killAtEachCommitStep(t, true) })
+	t.Run("rows", func(t *testing.T) { killAtEachCommitStep(t, false, false) })
+	t.Run("explode", func(t *testing.T) { killAtEachCommitStep(t, true, false) })
+	t.Run("routed", func(t *testing.T) { killAtEachCommitStep(t, false, true) })
 }
 
-func killAtEachCommitStep(t *testing.T, explode bool) {
+func killAtEachCommitStep(t *testing.T, explode, withRoutes bool) {
 	events := crashEvents(explode)
 	for k := 1; ; k++ {
 		if k > 1000 {
@@ -255,6 +263,9 @@ func killAtEachCommitStep(t *testing.T, explode bool) {
 		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashStepEnv+"="+strconv.Itoa(k))
 		if explode {
 			cmd.Env = append(cmd.Env, crashExplodeEnv+"=1")
+		}
+		if withRoutes {
+			cmd.Env = append(cmd.Env, crashRoutedEnv+"=1")
 		}
 		out, err := cmd.CombinedOutput()
 		finished := err == nil
@@ -272,8 +283,11 @@ func killAtEachCommitStep(t *testing.T, explode bool) {
 				cp = &sinks.Position{SequenceNumber: seq}
 			}
 			var edit func(*Config)
-			if explode {
+			switch {
+			case explode:
 				edit = func(c *Config) { explodeConfig(t, c) }
+			case withRoutes:
+				edit = routed(t)
 			}
 			s := newSink(t, d, edit)
 			w, wm := open(t, s, "0")
@@ -294,7 +308,11 @@ func killAtEachCommitStep(t *testing.T, explode bool) {
 				wantExplodedOnce(t, d)
 				return
 			}
-			wantExactlyOnce(t, d, "0", 0, 39, crashBad)
+			if withRoutes {
+				wantRouted(t, d, "0", 0, 39, crashBad)
+			} else {
+				wantExactlyOnce(t, d, "0", 0, 39, crashBad)
+			}
 			if got := deadLetterSeqs(t, d); !slices.Equal(got, []int64{crashBad}) {
 				t.Fatalf("dead letters %v, want [%d] once", got, crashBad)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/routing"
 	"github.com/ehsink/ehsink/secret"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -28,13 +29,25 @@ type Config struct {
 	// required, and {last_seq} only in the file name. If empty, [DefaultPath].
 	Path string `yaml:"path"`
 	// Columns maps event values to the file's columns, in the mapping
-	// language shared with the PostgreSQL sink. Required.
+	// language shared with the PostgreSQL sink. Required unless Routes are
+	// set.
 	Columns mapping.Columns `yaml:"columns"`
 	// Explode, when set, makes one row per element of the array at this
 	// JSON path (such as $.records): the element is the `$` of the columns,
 	// and @index its position (see [mapping.Options]). All rows of an
-	// event go to the same file.
+	// event go to the same file (with routes, to its route's; every route
+	// explodes).
 	Explode mapping.Path `yaml:"explode"`
+	// Routes send each event to the files of the first route whose
+	// condition holds, each route with its path and columns (see [Route]).
+	// With routes, Path is where the dead letters go (its folder's
+	// _dead_letters) and Columns is not set.
+	Routes []Route `yaml:"routes"`
+	// MaxOpenFiles rolls the open files of a partition once a routed
+	// partition has this many (one per route and value of its path):
+	// memory is about max_open_files x row_group_size per partition. If
+	// zero, 16.
+	MaxOpenFiles int `yaml:"max_open_files"`
 	// Compression is zstd, snappy or none. If empty, zstd.
 	Compression string `yaml:"compression"`
 	// RowGroupSize is the in-memory size at which a row group is written
@@ -50,6 +63,24 @@ type Config struct {
 	// MaxAge rolls a file this long after its first event was written, so
 	// that a quiet partition still commits and checkpoints. If zero, 5m.
 	MaxAge time.Duration `yaml:"max_age"`
+}
+
+// Route is one entry of a parquet sink's `routes:` list.
+type Route struct {
+	// Name names the route in errors, logs and the tests of `ehsink test`.
+	// If empty, its path as written.
+	Name string `yaml:"name"`
+	// When is the condition an event must meet to take this route (package
+	// expr). Empty: every event no earlier route took (the default route).
+	When string `yaml:"when"`
+	// Path is the route's path template: the placeholders of Config.Path
+	// ({partition}, {first_seq} and {last_seq} required), and values of
+	// the event, such as type={$.type}/{partition}-{first_seq}-{last_seq}.parquet.
+	// A value must be letters, digits and - _ . = (not starting with _ or
+	// .), at most 128 bytes, else the event is a dead letter. Required.
+	Path string `yaml:"path"`
+	// Columns maps event values to the route's files' columns. Required.
+	Columns mapping.Columns `yaml:"columns"`
 }
 
 // BlobConfig says which Blob container receives the files.
@@ -69,6 +100,7 @@ const (
 	defaultMaxRows      = 1_000_000
 	defaultMaxBytes     = 256 * config.MiB
 	defaultMaxAge       = 5 * time.Minute
+	defaultMaxOpenFiles = 16
 )
 
 // NewConfig returns a Config with its defaults set.
@@ -97,6 +129,18 @@ func (c *Config) withDefaults() {
 	if c.MaxAge == 0 {
 		c.MaxAge = defaultMaxAge
 	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = defaultMaxOpenFiles
+	}
+}
+
+// routes returns c's routes: its Routes, or the one route of a sink without
+// them.
+func (c *Config) routes() []Route {
+	if len(c.Routes) > 0 {
+		return c.Routes
+	}
+	return []Route{{Path: c.Path, Columns: c.Columns}}
 }
 
 // Validate reports every problem of the config as a [*sinks.FieldError]
@@ -124,14 +168,45 @@ func (c *Config) Validate() error {
 	if _, err := parseTemplate(cc.Path); err != nil {
 		fe("path", err)
 	}
-	if err := errors.Join(cc.Columns.Validate(), mapping.Options{Explode: cc.Explode}.Validate(cc.Columns)); err != nil {
-		errs = append(errs, prefixFieldErrors("columns", err))
-	} else {
-		for _, col := range cc.Columns {
-			if _, err := leafNode(col.Type); err != nil {
-				fe("columns."+col.Name+".type", err)
+	routed := len(cc.Routes) > 0
+	if routed && len(cc.Columns) > 0 {
+		fe("columns", errors.New("set per route when routes are given"))
+	}
+	defaultAt := -1
+	paths := map[string]int{}
+	for i, r := range cc.routes() {
+		prefix := ""
+		if routed {
+			prefix = fmt.Sprintf("routes[%d].", i)
+			if defaultAt >= 0 {
+				fe(prefix+"when", fmt.Errorf("never reached: routes[%d] has no when and takes every event first", defaultAt))
+			}
+			if r.When == "" {
+				defaultAt = i
+			} else if _, err := routing.CompileCondition(r.When); err != nil {
+				fe(prefix+"when", err)
+			}
+			if _, err := parseRouteTemplate(r.Path); err != nil {
+				fe(prefix+"path", err)
+			} else if j, dup := paths[r.Path]; dup {
+				fe(prefix+"path", fmt.Errorf("routes[%d] has the same path", j))
+			} else if r.Path == cc.Path {
+				fe(prefix+"path", errors.New("the sink's path is where the dead letters of a routed sink go; give the route another"))
+			}
+			paths[r.Path] = i
+		}
+		if err := errors.Join(r.Columns.Validate(), mapping.Options{Explode: cc.Explode}.Validate(r.Columns)); err != nil {
+			errs = append(errs, prefixFieldErrors(prefix+"columns", err))
+		} else {
+			for _, col := range r.Columns {
+				if _, err := leafNode(col.Type); err != nil {
+					fe(prefix+"columns."+col.Name+".type", err)
+				}
 			}
 		}
+	}
+	if cc.MaxOpenFiles < 0 {
+		fe("max_open_files", errors.New("must not be negative"))
 	}
 	if _, err := codec(cc.Compression); err != nil {
 		fe("compression", err)

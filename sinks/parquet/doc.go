@@ -47,6 +47,32 @@
 // sequence range. It first finishes claimed commits, then removes the
 // temporary and spool files earlier writers of the partition left behind.
 //
+// # Routes
+//
+// With `routes:`, each event takes the first route whose `when` condition
+// (package expr) holds, a route without `when` taking the rest; each route
+// has its own path template and columns. A route's path may hold values of
+// the event, `type={$.type}/{partition}-{first_seq:020}-{last_seq:020}.parquet`;
+// a value must be letters, digits and - _ . = (not starting with _ or .),
+// at most 128 bytes, else the event is a dead letter, as is an event no
+// route takes. The sink's own path then only says where the dead letters
+// go.
+//
+// A commit has one data file per route and value of its path that took
+// rows (at most max_open_files, 16 by default, before the commit rolls),
+// and every file of a commit is named with the commit's whole sequence
+// range, so a range is published once per route and a replay renders the
+// same names. The claim names every file of the commit; the dead letters
+// are published first, then the data files in name order. The watermark
+// is the highest range of any route's data file or of a dead-letter file
+// (a commit of dead letters only has no data file); since any file of a
+// commit shows its range, Open publishes again every file of the claim of
+// the newest range (a no-op when they are all visible) besides the claims
+// past it, so a writer killed between two files of a commit has the commit
+// finished, never half visible after Open. A test kills a child process
+// before each of the 82 steps of two routed commits and reads every
+// route's files back.
+//
 // # Schema
 //
 // Columns come from the shared mapping language ([mapping.Columns]), in
@@ -57,7 +83,7 @@
 // back to plain pages when a dictionary grows too large), statistics are
 // written, compression is zstd, snappy or none. Row groups are written to
 // the temporary file as they reach row_group_size, so memory is about
-// row_group_size per open partition.
+// row_group_size per open file (one per partition without routes).
 //
 // # Dead letters
 //

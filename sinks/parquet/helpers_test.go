@@ -231,10 +231,17 @@ func arrowValue(a arrow.Array, i int) any {
 // file order. It also checks each file's name against its metadata.
 func committedSeqs(t *testing.T, d destination, partition string) []int64 {
 	t.Helper()
+	return committedSeqsUnder(t, d, partition, "", nil)
+}
+
+// committedSeqsUnder is committedSeqs for the files whose names start with
+// prefix; each row is also passed to check, when set.
+func committedSeqsUnder(t *testing.T, d destination, partition, prefix string, check func(name string, row map[string]any)) []int64 {
+	t.Helper()
 	files := d.files(t)
 	names := make([]string, 0, len(files))
 	for n := range files {
-		if strings.HasSuffix(n, ".parquet") && strings.Contains(n, "/partition="+partition+"/") {
+		if strings.HasSuffix(n, ".parquet") && strings.Contains(n, "/partition="+partition+"/") && strings.HasPrefix(n, prefix) {
 			names = append(names, n)
 		}
 	}
@@ -253,6 +260,9 @@ func committedSeqs(t *testing.T, d destination, partition string) []int64 {
 			t.Fatalf("%s: metadata range %s..%s does not match the name", n, tb.meta[metaFirstSeq], tb.meta[metaLastSeq])
 		}
 		for _, r := range tb.rows {
+			if check != nil {
+				check(n, r)
+			}
 			seq := r["seq"].(int64)
 			if seq < first || seq > last {
 				t.Fatalf("%s holds seq %d outside its range", n, seq)

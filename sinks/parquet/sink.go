@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -39,15 +42,20 @@ func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, er
 // Sink writes each partition's events to rolled Parquet files. It is safe
 // for concurrent use; each of its writers is used by one goroutine at a time.
 type Sink struct {
-	cfg    Config
-	info   sinks.Info
-	log    *slog.Logger
-	store  store
+	cfg   Config
+	info  sinks.Info
+	log   *slog.Logger
+	store store
+	// tmpl is the sink's path: the data files of a sink without routes,
+	// the dead letters' folder of one with routes.
 	tmpl   *template
 	dlTmpl *template
-	schema *pq.Schema
 	codec  compress.Codec
-	mapper *rowMapper
+	routes []*route
+	sel    *routing.Selector // nil without routes
+	// layout is what the claims' folder is named after: the sink's path,
+	// and the routes' paths.
+	layout string
 	// now is the clock for max_age; tests replace it.
 	now    func() time.Time
 	closed atomic.Bool
@@ -72,14 +80,31 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 		return nil, err
 	}
 	s.dlTmpl = s.tmpl.deadLetterTemplate()
-	if s.schema, err = buildSchema("ehsink", c.Columns); err != nil {
-		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
-	}
 	if s.codec, err = codec(c.Compression); err != nil {
 		return nil, err
 	}
-	if s.mapper, err = newRowMapper(c.Columns, c.Explode); err != nil {
-		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
+	s.layout = c.Path
+	var conds []routing.Cond
+	var names []string
+	for i, rc := range c.routes() {
+		r, err := compileRoute(rc, c.Explode)
+		if err != nil {
+			return nil, fmt.Errorf("parquet sink of connector %q: routes[%d]: %w", info.Connector, i, err)
+		}
+		var cond routing.Cond
+		if rc.When != "" {
+			if cond, err = routing.CompileCondition(rc.When); err != nil {
+				return nil, fmt.Errorf("parquet sink of connector %q: routes[%d].when: %w", info.Connector, i, err)
+			}
+		}
+		s.routes = append(s.routes, r)
+		conds, names = append(conds, cond), append(names, r.name)
+		if len(c.Routes) > 0 {
+			s.layout += "\x00" + rc.Path
+		}
+	}
+	if len(c.Routes) > 0 {
+		s.sel = routing.NewSelector(conds, names)
 	}
 	if c.Blob != nil {
 		client, err := newBlobClient(c.Blob.Connection.Reveal(), c.Blob.Container)
@@ -98,6 +123,35 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 	}
 	return s, nil
 }
+
+// route is one compiled route (the whole sink's, without routes).
+type route struct {
+	name   string
+	tmpl   *template
+	schema *pq.Schema
+	mapper *rowMapper
+}
+
+func compileRoute(rc Route, explode mapping.Path) (*route, error) {
+	r := &route{name: rc.Name}
+	if r.name == "" {
+		r.name = rc.Path
+	}
+	var err error
+	if r.tmpl, err = parseRouteTemplate(rc.Path); err != nil {
+		return nil, err
+	}
+	if r.schema, err = buildSchema("ehsink", rc.Columns); err != nil {
+		return nil, err
+	}
+	if r.mapper, err = newRowMapper(rc.Columns, explode); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// routed reports whether the sink has routes.
+func (s *Sink) routed() bool { return s.sel != nil }
 
 // Close marks the sink closed; Open then fails with sinks.ErrClosed. It
 // closes no writer: the runner closes them first. Close is idempotent.
@@ -118,42 +172,54 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return nil, nil, sinks.ErrClosed
 	}
 	vars := nameVars{eventHub: s.info.EventHub, connector: s.info.Connector, consumerGroup: s.info.ConsumerGroup, partition: partition}
-	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8)}
+	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8),
+		spare: make([][]*pq.Writer, len(s.routes))}
 	w.log = s.log.With("partition", partition)
-	dataM, dlM := s.tmpl.matcher(vars), s.dlTmpl.matcher(vars)
 	fail := func(err error) (sinks.Writer, *sinks.Position, error) {
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: %w", s.info.Connector, partition, err)
 	}
-	w.dataM = dataM
-	w.claims = claimsDir(w.tag, s.tmpl.raw, dataM.prefix)
-	objs, err := s.store.list(ctx, dataM.prefix)
+	for _, r := range s.routes {
+		w.dataMs = append(w.dataMs, r.tmpl.matcher(vars))
+	}
+	w.dlM = s.dlTmpl.matcher(vars)
+	claimsPrefix := w.dataMs[0].prefix
+	if s.routed() {
+		claimsPrefix = w.dlM.prefix
+	}
+	w.claims = claimsDir(w.tag, s.layout, claimsPrefix)
+	w.prefixes = listPrefixes(append([]*matcher{w.dlM}, w.dataMs...))
+	objs, err := w.list(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	// Commits claimed and not published are finished (or dropped) first:
 	// their temporary files may be what they publish.
-	wm, _ := newestData(objs, dataM)
+	wm, _ := w.newest(objs)
 	if after, err := s.recoverClaims(ctx, w, wm); err != nil {
 		return fail(err)
-	} else if after != wm {
-		if objs, err = s.store.list(ctx, dataM.prefix); err != nil {
+	} else if after != wm || s.routed() {
+		if objs, err = w.list(ctx); err != nil {
 			return fail(err)
 		}
 	}
-	n, err := s.store.cleanTemps(ctx, dataM.prefix, w.tag)
-	if err != nil {
-		return fail(err)
+	removed := 0
+	for _, p := range append(slices.Clone(w.prefixes), w.claims) {
+		tag := w.tag
+		if p == w.claims {
+			tag = claimTempTag
+		}
+		n, err := s.store.cleanTemps(ctx, p, tag)
+		if err != nil {
+			return fail(err)
+		}
+		removed += n
 	}
-	m, err := s.store.cleanTemps(ctx, w.claims, claimTempTag)
-	if err != nil {
-		return fail(err)
+	if removed > 0 {
+		w.log.Info("removed temporary files of abandoned writers", "count", removed)
 	}
-	if n+m > 0 {
-		w.log.Info("removed temporary files of abandoned writers", "count", n+m)
-	}
-	wm, newest := newestData(objs, dataM)
+	wm, newest := w.newest(objs)
 	for _, o := range objs {
-		if _, last, ok := dlM.match(o.name); ok && last > wm {
+		if _, last, ok := w.dlM.match(o.name); ok && last > wm {
 			if err := s.store.remove(ctx, o.name); err != nil {
 				return fail(err)
 			}
@@ -169,22 +235,69 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	return w, w.watermark, nil
 }
 
-// newestData returns the last sequence number of the newest data file among
-// objs (-1 when there is none) and that file.
-func newestData(objs []object, dataM *matcher) (int64, *object) {
+// listPrefixes returns the folders to list to find every file of ms: each
+// matcher's prefix, without those inside another.
+func listPrefixes(ms []*matcher) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.prefix)
+	}
+	slices.Sort(out)
+	keep := out[:0]
+	for _, p := range out {
+		if len(keep) > 0 && strings.HasPrefix(p, keep[len(keep)-1]) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	return keep
+}
+
+// list lists the committed objects under the writer's prefixes.
+func (w *writer) list(ctx context.Context) ([]object, error) {
+	var all []object
+	for _, p := range w.prefixes {
+		objs, err := w.s.store.list(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, objs...)
+	}
+	return all, nil
+}
+
+// newest returns the last sequence number of the newest committed file of
+// the partition among objs (-1 when there is none) and that file: the data
+// files of every route and, with routes, the dead-letter files (a flush
+// with only dead letters writes no data file then). A data file wins a tie.
+func (w *writer) newest(objs []object) (int64, *object) {
 	var newest *object
 	var wm int64 = -1
 	for i, o := range objs {
-		if _, last, ok := dataM.match(o.name); ok && last > wm {
-			wm, newest = last, &objs[i]
+		for _, m := range w.dataMs {
+			if _, last, ok := m.match(o.name); ok && (last > wm || last == wm && newest != nil && !isParquet(newest.name)) {
+				wm, newest = last, &objs[i]
+			}
+		}
+		if w.s.routed() {
+			if _, last, ok := w.dlM.match(o.name); ok && last > wm {
+				wm, newest = last, &objs[i]
+			}
 		}
 	}
 	return wm, newest
 }
 
+func isParquet(name string) bool { return strings.HasSuffix(name, ".parquet") }
+
 // positionOf is the watermark a committed data file stands for: its last
 // sequence number, and the offset kept in its footer.
 func (s *Sink) positionOf(ctx context.Context, o *object, last int64) (*sinks.Position, error) {
+	if !isParquet(o.name) {
+		// A dead-letter file (a routed flush of dead letters only): the
+		// offset is not kept, and the runner resumes by sequence number.
+		return &sinks.Position{SequenceNumber: last}, nil
+	}
 	meta, err := readKeyValues(ctx, s.store, o.name, o.size)
 	if err != nil {
 		return nil, err

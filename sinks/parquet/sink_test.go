@@ -515,10 +515,11 @@ func TestRowGroupsWrittenAsTheyFill(t *testing.T) {
 	for i := 0; i < len(events); i += 500 {
 		writeAll(t, w, events[i:i+500])
 	}
-	if w.file.counter.n == 0 {
+	df := w.file.files[0]
+	if df.counter.n == 0 {
 		t.Fatal("nothing reached the temporary file before Flush: the whole file is in memory")
 	}
-	if inMemory := w.pw.Size() - w.file.counter.n; inMemory > 2*(64<<10) {
+	if inMemory := df.pw.Size() - df.counter.n; inMemory > 2*(64<<10) {
 		t.Fatalf("%d bytes buffered, want about one row group (64 KiB)", inMemory)
 	}
 	flush(t, w)

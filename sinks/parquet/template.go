@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ehsink/ehsink/expr"
+	"github.com/ehsink/ehsink/sinks"
 )
 
 // DefaultPath is the path template used when Config.Path is empty: Hive-style
@@ -35,27 +38,42 @@ const (
 	phLastSeq       = "last_seq"
 )
 
-// segment is one piece of a parsed template: literal text, or a placeholder
-// with an optional zero-padding width ({first_seq:020} has width 20).
+// segment is one piece of a parsed template: literal text, a placeholder
+// with an optional zero-padding width ({first_seq:020} has width 20), or a
+// value of the event ({$.type}, {@properties.NAME}) when val is set.
 type segment struct {
 	lit   string
 	name  string
 	width int
+	val   *expr.Template // the value placeholder as a template of itself
+	vi    int            // the value's index in nameVars.values
 }
 
 // template is a parsed path template. It renders names for new files and
 // parses the names of existing ones, which is how a restarted writer finds
 // its watermark without any state besides the files themselves.
 type template struct {
-	raw  string
-	segs []segment
+	raw    string
+	segs   []segment
+	values int // the number of value placeholders
 }
 
 // parseTemplate parses and checks a path template. The name must be
 // deterministic from the partition and the sequence range, so {partition},
 // {first_seq} and {last_seq} are required, and {last_seq} may appear only in
 // the file name: the folder is chosen when the file's first event arrives.
-func parseTemplate(raw string) (*template, error) { return parse(raw, true) }
+// Values of the event ({$.type}) are not allowed: they are a route's.
+func parseTemplate(raw string) (*template, error) {
+	t, err := parse(raw, true)
+	if err == nil && t.values > 0 {
+		return nil, fmt.Errorf("%w %q: values of the event such as {$.type} belong in a route's path", errTemplate, raw)
+	}
+	return t, err
+}
+
+// parseRouteTemplate parses a route's path template: a path template that
+// may also hold values of the event ({$.type}, {@properties.NAME}).
+func parseRouteTemplate(raw string) (*template, error) { return parse(raw, true) }
 
 // parse parses a template; user templates (user is true) may not use the
 // folder and file names this sink reserves for itself.
@@ -77,6 +95,15 @@ func parse(raw string, user bool) (*template, error) {
 		}
 		ph := rest[i+1 : i+j]
 		rest = rest[i+j+1:]
+		if strings.HasPrefix(ph, "$") || strings.HasPrefix(ph, "@") {
+			v, err := expr.CompileTemplate("{" + ph + "}")
+			if err != nil {
+				return nil, fmt.Errorf("%w %q: {%s}: %w", errTemplate, raw, ph, err)
+			}
+			t.segs = append(t.segs, segment{name: ph, val: v, vi: t.values})
+			t.values++
+			continue
+		}
 		name, spec, hasSpec := strings.Cut(ph, ":")
 		seg := segment{name: name}
 		switch name {
@@ -100,7 +127,7 @@ func parse(raw string, user bool) (*template, error) {
 	if strings.HasPrefix(raw, "/") || strings.HasSuffix(raw, "/") || strings.Contains(raw, "//") {
 		return nil, fmt.Errorf("%w %q: must be a relative file path", errTemplate, raw)
 	}
-	for _, part := range strings.Split(raw, "/") {
+	for _, part := range strings.Split(t.sample(), "/") {
 		if part == "." || part == ".." {
 			return nil, fmt.Errorf("%w %q: . and .. are not allowed", errTemplate, raw)
 		}
@@ -130,9 +157,74 @@ func (t *template) has(name string) bool {
 	return false
 }
 
+// sample is the template with each value placeholder replaced by a
+// letter, for the checks of its folder and file names.
+func (t *template) sample() string {
+	var b strings.Builder
+	for _, s := range t.segs {
+		switch {
+		case s.val != nil:
+			b.WriteString("v")
+		case s.name == "":
+			b.WriteString(s.lit)
+		default:
+			b.WriteString("{" + s.name + "}")
+		}
+	}
+	return b.String()
+}
+
+// renderValues returns the values of t's value placeholders for e, each
+// checked to be a folder or file name part that readers see.
+func (t *template) renderValues(e *sinks.Event) ([]string, error) {
+	if t.values == 0 {
+		return nil, nil
+	}
+	out := make([]string, t.values)
+	for _, s := range t.segs {
+		if s.val == nil {
+			continue
+		}
+		b, err := s.val.Append(nil, e)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPathValue(string(b)); err != nil {
+			return nil, fmt.Errorf("{%s} is %q: %w", s.name, b, err)
+		}
+		out[s.vi] = string(b)
+	}
+	return out, nil
+}
+
+// maxPathValue is the longest value of the event a path takes.
+const maxPathValue = 128
+
+// checkPathValue checks a value of the event for a path: letters, digits,
+// and - _ . = (not first: _ and . hide a name from readers), at most 128
+// bytes. An event cannot make a path climb out of its folder or hide.
+func checkPathValue(v string) error {
+	switch {
+	case v == "":
+		return errors.New("empty")
+	case len(v) > maxPathValue:
+		return fmt.Errorf("longer than %d bytes", maxPathValue)
+	case v[0] == '.' || v[0] == '_':
+		return errors.New("starts with . or _, which readers skip")
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '=') {
+			return errors.New("want letters, digits and - _ . = only")
+		}
+	}
+	return nil
+}
+
 // nameVars are the values a template is rendered with.
 type nameVars struct {
 	eventHub, connector, consumerGroup, partition string
+	// values are the values of the event for a route's value placeholders.
+	values []string
 	// enqueued is the enqueued time of the file's first event.
 	enqueued          time.Time
 	firstSeq, lastSeq int64
@@ -142,6 +234,10 @@ func (t *template) render(v nameVars) string {
 	var b strings.Builder
 	u := v.enqueued.UTC()
 	for _, s := range t.segs {
+		if s.val != nil {
+			b.WriteString(v.values[s.vi])
+			continue
+		}
 		switch s.name {
 		case "":
 			b.WriteString(s.lit)
@@ -207,6 +303,11 @@ func (t *template) matcher(v nameVars) *matcher {
 	for _, s := range t.segs {
 		var lit string
 		known := true
+		if s.val != nil {
+			open = false
+			re.WriteString(`[^/]+`)
+			continue
+		}
 		switch s.name {
 		case "":
 			lit = s.lit

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -14,23 +16,26 @@ import (
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// writer writes one partition: an open file (data and dead letters) that
-// grows with each Write and is committed by Flush. It is used by one
-// goroutine at a time, as sinks.Writer says.
+// writer writes one partition: an open commit (data files and dead
+// letters) that grows with each Write and is committed by Flush. It is
+// used by one goroutine at a time, as sinks.Writer says.
 type writer struct {
 	s         *Sink
 	log       *slog.Logger
 	partition string
 	vars      nameVars
-	dataM     *matcher // recognises this partition's data files
+	dataMs    []*matcher // recognise this partition's data files, per route
+	dlM       *matcher   // recognises its dead-letter files
+	prefixes  []string   // the folders holding all of them
 	tag       string
 	id        string // names this writer in its claims
 	claims    string // the folder of the partition's claims
 	// watermark is the last committed position, nil before the first commit.
 	watermark *sinks.Position
 	file      *openFile // nil when nothing is written since the last commit
-	pw        *pq.Writer
-	closed    bool
+	// spare are Parquet writers of committed files, per route, for reuse.
+	spare  [][]*pq.Writer
+	closed bool
 	// scratch, reused across Writes
 	rows []pq.Row
 	vals []any
@@ -42,13 +47,13 @@ var (
 	_ sinks.DeadLetterer = (*writer)(nil)
 )
 
-// openFile is the file being gathered: everything taken since the last
-// commit, data rows and dead letters, and the range they cover.
+// openFile is the commit being gathered: everything taken since the last
+// commit, the data files (one, or one per route and value of its path),
+// the dead letters, and the range they cover. Every file of a commit is
+// named with the commit's whole range.
 type openFile struct {
 	vars       nameVars // enqueued time and first sequence of the first event taken
-	dir        string   // folder of the data file, fixed by the first event
-	data       pending
-	counter    *countingWriter
+	files      []*dataFile
 	dl         pending // nil until a dead letter arrives
 	dlLines    int
 	first      int64 // lowest sequence number taken
@@ -56,47 +61,96 @@ type openFile struct {
 	lastOffset string
 	rows       int64
 	openedAt   time.Time
-	// footerDone is set once the Parquet footer is written: a retried
+	// footerDone is set once the Parquet footers are written: a retried
 	// Flush then only retries the commits.
 	footerDone  bool
 	claimed     bool
 	dlCommitted bool
 }
 
-// newFile starts a file whose first taken event is e.
-func (w *writer) newFile(ctx context.Context, e *sinks.Event) error {
+// dataFile is one data file of the open commit: the rows of one route and
+// one set of values of its path.
+type dataFile struct {
+	ri      int      // the route's index
+	values  []string // the values of the route's path
+	vars    nameVars // values, and the enqueued time of the file's first event
+	key     string   // its name with the range left out, unique in a commit
+	data    pending
+	counter *countingWriter
+	pw      *pq.Writer
+	rows    int64
+	name    string // the final name, set by Flush
+	done    bool   // published
+}
+
+// begin starts the commit whose first taken event is e.
+func (w *writer) begin(e *sinks.Event) {
 	vars := w.vars
 	vars.enqueued = e.EnqueuedTime
 	vars.firstSeq = e.SequenceNumber
 	vars.lastSeq = e.SequenceNumber
-	dir := path.Dir(w.s.tmpl.render(vars))
-	p, err := w.s.store.create(ctx, dir, w.tag)
-	if err != nil {
-		return err
-	}
-	f := &openFile{vars: vars, dir: dir, data: p, counter: &countingWriter{w: p},
-		first: e.SequenceNumber, last: e.SequenceNumber - 1, openedAt: w.s.now()}
-	if w.pw == nil {
-		w.pw = pq.NewWriter(f.counter, w.s.schema, pq.Compression(w.s.codec),
-			pq.DataPageStatistics(true), pq.CreatedBy("ehsink", "", ""))
-	} else {
-		w.pw.Reset(f.counter)
-	}
-	w.file = f
-	return nil
+	w.file = &openFile{vars: vars, first: e.SequenceNumber, last: e.SequenceNumber - 1, openedAt: w.s.now()}
 }
 
-// Write maps each event to a row and adds it to the open file, starting
-// one if needed. Events that do not map (a missing field, a value of the
-// wrong type) are reported in a *sinks.BatchError and not written; the
-// runner then dead-letters them through DeadLetter. Row groups are written
-// to the temporary file as they fill, so memory stays about row_group_size.
+// dataFile returns the data file of route ri and values in the open
+// commit, starting it (its folder fixed by e, its first event) if needed.
+// A new file whose name, range aside, is another route's is an error of
+// e.
+func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks.Event) (*dataFile, error) {
+	f := w.file
+	for _, df := range f.files {
+		if df.ri == ri && slices.Equal(df.values, values) {
+			return df, nil
+		}
+	}
+	vars := w.vars
+	vars.values = values
+	vars.enqueued = e.EnqueuedTime
+	tmpl := w.s.routes[ri].tmpl
+	key := tmpl.render(vars)
+	for _, df := range f.files {
+		if df.key == key {
+			return nil, &pathError{fmt.Errorf("route %s: path %s is route %s's file in this commit", w.s.routes[ri].name, key, w.s.routes[df.ri].name)}
+		}
+	}
+	p, err := w.s.store.create(ctx, path.Dir(key), w.tag)
+	if err != nil {
+		return nil, err
+	}
+	df := &dataFile{ri: ri, values: values, vars: vars, key: key, data: p, counter: &countingWriter{w: p}}
+	if sp := w.spare[ri]; len(sp) > 0 {
+		df.pw = sp[len(sp)-1]
+		w.spare[ri] = sp[:len(sp)-1]
+		df.pw.Reset(df.counter)
+	} else {
+		df.pw = pq.NewWriter(df.counter, w.s.routes[ri].schema, pq.Compression(w.s.codec),
+			pq.DataPageStatistics(true), pq.CreatedBy("ehsink", "", ""))
+	}
+	f.files = append(f.files, df)
+	return df, nil
+}
+
+// pathError is an event whose file cannot be chosen.
+type pathError struct{ err error }
+
+func (e *pathError) Error() string { return e.err.Error() }
+func (e *pathError) Unwrap() error { return e.err }
+
+// Write maps each event to a row of its route and adds it to the route's
+// data file in the open commit, starting them if needed. Events that do
+// not map (a missing field, a value of the wrong type), that no route
+// takes, or whose path values are not allowed are reported in a
+// *sinks.BatchError and not written; the runner then dead-letters them
+// through DeadLetter. Row groups are written to the temporary files as
+// they fill, so memory stays about row_group_size per open file.
 func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	if w.closed {
 		return sinks.ErrClosed
 	}
 	var failed []sinks.EventError
 	w.rows = w.rows[:0]
+	var cur *dataFile // the file w.rows go to
+	curFirst := -1    // the index of the first event of w.rows
 	lastTaken := -1
 	for i := range events {
 		e := &events[i]
@@ -106,51 +160,119 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			w.log.Warn("skipping event already taken", "seq", e.SequenceNumber)
 			continue
 		}
+		ri := 0
+		var err error
+		if w.s.sel != nil {
+			if ri, err = w.s.sel.Select(e); err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+				continue
+			}
+		}
+		r := w.s.routes[ri]
+		values, err := r.tmpl.renderValues(e)
+		if err != nil {
+			failed = append(failed, sinks.EventError{Index: i, Err: fmt.Errorf("route %s: path: %w", r.name, err)})
+			continue
+		}
 		// An event makes one row, or one per element of an exploded
 		// array; an element that does not convert is a failure of its
 		// own, and the event's other rows are taken.
-		rows, err := w.s.mapper.m.Rows(e)
+		rows, err := r.mapper.m.Rows(e)
 		if err != nil {
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}
+		var df *dataFile // the event's file, found at its first row
+		pathFailed := false
 		for j := range rows.Len() {
+			// The row is built in the spare slot k of w.rows, reusing its
+			// memory.
+			k := len(w.rows)
 			var row pq.Row
-			if len(w.rows) < cap(w.rows) {
-				row = w.rows[:len(w.rows)+1][len(w.rows)][:0]
+			if k < cap(w.rows) {
+				row = w.rows[:k+1][k][:0]
 			}
-			if row, w.vals, err = w.s.mapper.mapRow(rows, j, row, w.vals); err != nil {
+			if row, w.vals, err = r.mapper.mapRow(rows, j, row, w.vals); err != nil {
 				failed = append(failed, sinks.EventError{Index: i, Err: err})
 				continue
 			}
 			if w.file == nil {
-				if err := w.newFile(ctx, e); err != nil {
+				w.begin(e)
+			}
+			if df == nil {
+				df, err = w.dataFile(ctx, ri, values, e)
+				var pe *pathError
+				if errors.As(err, &pe) {
+					failed = append(failed, sinks.EventError{Index: i, Err: pe.err})
+					pathFailed = true
+					break
+				} else if err != nil {
 					rows.Close()
 					return fmt.Errorf("connector %q partition %s seq %d: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 				}
 			}
-			w.rows = append(w.rows, row)
-		}
-		rows.Close()
-		lastTaken = i // the file's range covers it, with its rows or with none (an empty array)
-	}
-	if len(w.rows) > 0 {
-		if _, err := w.pw.WriteRows(w.rows); err != nil {
-			return w.broken(ctx, fmt.Errorf("connector %q partition %s seq %d..%d: write rows: %w",
-				w.s.info.Connector, w.partition, events[0].SequenceNumber, events[len(events)-1].SequenceNumber, err))
-		}
-		w.file.rows += int64(len(w.rows))
-		w.file.take(&events[lastTaken])
-		// Row groups go to the file when their buffered size reaches the
-		// limit, which bounds memory by row_group_size per partition.
-		if w.pw.Size()-w.file.counter.n >= int64(w.s.cfg.RowGroupSize) {
-			if err := w.pw.Flush(); err != nil {
-				return w.broken(ctx, fmt.Errorf("connector %q partition %s: write row group: %w", w.s.info.Connector, w.partition, err))
+			if df != cur && cur != nil {
+				if err := w.writeRows(ctx, cur, events[curFirst:i+1]); err != nil {
+					rows.Close()
+					return err
+				}
+			}
+			switch {
+			case df == cur:
+				w.rows = append(w.rows, row)
+			case k < cap(w.rows):
+				// A new file: its first row moves to slot 0, whose memory
+				// goes to slot k, so that no two slots share an array.
+				cur, curFirst = df, i
+				full := w.rows[:k+1]
+				full[k] = row
+				full[0], full[k] = full[k], full[0]
+				w.rows = full[:1]
+			default:
+				cur, curFirst = df, i
+				w.rows = append(w.rows[:0], row)
 			}
 		}
+		rows.Close()
+		if !pathFailed {
+			// The commit's range covers the event, with its rows or with
+			// none (an empty array, or elements that are dead letters).
+			if w.file == nil {
+				w.begin(e)
+			}
+			lastTaken = i
+		}
+	}
+	if cur != nil {
+		if err := w.writeRows(ctx, cur, events[curFirst:]); err != nil {
+			return err
+		}
+	}
+	if lastTaken >= 0 {
+		w.file.take(&events[lastTaken])
 	}
 	if len(failed) > 0 {
 		return &sinks.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// writeRows writes w.rows to df; events are those the rows came from (and
+// others between them), for error messages.
+func (w *writer) writeRows(ctx context.Context, df *dataFile, events []sinks.Event) error {
+	if _, err := df.pw.WriteRows(w.rows); err != nil {
+		return w.broken(ctx, fmt.Errorf("connector %q partition %s seq %d..%d: write rows: %w",
+			w.s.info.Connector, w.partition, events[0].SequenceNumber, events[len(events)-1].SequenceNumber, err))
+	}
+	df.rows += int64(len(w.rows))
+	w.file.rows += int64(len(w.rows))
+	w.rows = w.rows[:0]
+	// Row groups go to the file when their buffered size reaches the
+	// limit, which bounds memory by row_group_size per open file.
+	if df.pw.Size()-df.counter.n >= int64(w.s.cfg.RowGroupSize) {
+		if err := df.pw.Flush(); err != nil {
+			return w.broken(ctx, fmt.Errorf("connector %q partition %s: write row group: %w", w.s.info.Connector, w.partition, err))
+		}
 	}
 	return nil
 }
@@ -197,17 +319,11 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 			continue
 		}
 		if w.file == nil {
-			if err := w.newFile(ctx, e); err != nil {
-				return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
-			}
+			w.begin(e)
 		}
 		f := w.file
-		if f.dl == nil {
-			p, err := w.s.store.create(ctx, path.Join(f.dir, deadLetterDir), w.tag)
-			if err != nil {
-				return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
-			}
-			f.dl = p
+		if err := w.deadLetterFile(ctx); err != nil {
+			return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 		}
 		b := l.AppendLine(nil)
 		if _, err := f.dl.Write(b); err != nil {
@@ -219,28 +335,52 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 	return nil
 }
 
-// FlushDue reports whether the open file should roll: it holds max_rows
-// rows, its estimated size reached max_bytes, or its first event was taken
-// max_age ago.
+// deadLetterFile starts the open commit's dead-letter file, if needed. Its
+// folder comes from the commit's first event, as the data file's of a
+// sink without routes.
+func (w *writer) deadLetterFile(ctx context.Context) error {
+	f := w.file
+	if f.dl != nil {
+		return nil
+	}
+	p, err := w.s.store.create(ctx, path.Dir(w.s.dlTmpl.render(f.vars)), w.tag)
+	if err != nil {
+		return err
+	}
+	f.dl = p
+	return nil
+}
+
+// FlushDue reports whether the open commit should roll: it holds max_rows
+// rows, its files' estimated size reached max_bytes, it has max_open_files
+// files (with routes), or its first event was taken max_age ago.
 func (w *writer) FlushDue(now time.Time) bool {
 	f := w.file
 	if f == nil || w.closed {
 		return false
 	}
 	c := &w.s.cfg
+	var size int64
+	for _, df := range f.files {
+		size += df.pw.Size()
+	}
 	return f.rows >= c.MaxRows ||
-		w.pw.Size() >= int64(c.MaxBytes) ||
+		size >= int64(c.MaxBytes) ||
+		w.s.routed() && len(f.files) >= c.MaxOpenFiles ||
 		!now.Before(f.openedAt.Add(c.MaxAge))
 }
 
-// Flush commits the open file: it writes the Parquet footer (with the
-// sequence range and last offset as key-value metadata), commits the
-// dead-letter file if any, then the data file, and returns the new
-// watermark. The data file is committed last because its name is the
-// watermark Open finds: a dead-letter file without its data file is
-// removed by Open and written again by the replay. A file with only dead
-// letters still gets a data file, with no rows. A failed Flush keeps the
-// file; calling Flush again retries the commits.
+// Flush commits the open commit: it writes the Parquet footers (with the
+// sequence range and last offset as key-value metadata), claims the
+// commit, publishes the dead-letter file if any, then the data files in
+// the order of their names, and returns the new watermark. Every file of a
+// commit is named with the commit's whole range. Without routes the data
+// file is published last because its name is the watermark Open finds: a
+// dead-letter file without its data file is removed by Open and written
+// again by the replay; a commit with only dead letters still gets a data
+// file, with no rows. With routes, any file of a commit shows its range,
+// so Open publishes the rest of the newest commit from its claim. A failed
+// Flush keeps the files; calling Flush again retries the commits.
 func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	if w.closed {
 		return nil, sinks.ErrClosed
@@ -249,9 +389,34 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	if f == nil {
 		return w.watermark, nil
 	}
+	if len(f.files) == 0 && !w.s.routed() {
+		// The range of a commit of dead letters only is recorded by a data
+		// file without rows, in the folder of its first event.
+		e := sinks.Event{EnqueuedTime: f.vars.enqueued}
+		if _, err := w.dataFile(ctx, 0, nil, &e); err != nil {
+			return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
+		}
+	}
+	if len(f.files) == 0 && f.dl == nil {
+		// With routes, a commit of events that made no row (empty
+		// exploded arrays) records its range in an empty dead-letter file.
+		if err := w.deadLetterFile(ctx); err != nil {
+			return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
+		}
+	}
 	vars := f.vars
 	vars.firstSeq, vars.lastSeq = f.first, f.last
-	name, dlName := w.s.tmpl.render(vars), w.s.dlTmpl.render(vars)
+	dlName := w.s.dlTmpl.render(vars)
+	for _, df := range f.files {
+		v := df.vars
+		v.firstSeq, v.lastSeq = f.first, f.last
+		df.name = w.s.routes[df.ri].tmpl.render(v)
+	}
+	slices.SortFunc(f.files, func(a, b *dataFile) int { return strings.Compare(a.name, b.name) })
+	name := dlName
+	if len(f.files) > 0 {
+		name = f.files[0].name
+	}
 	fail := func(what string, err error) (*sinks.Position, error) {
 		if errors.Is(err, errGone) {
 			// Another owner opened the partition after this writer claimed
@@ -263,27 +428,29 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %s %q: %w", w.s.info.Connector, w.partition, f.first, f.last, what, name, err)
 	}
 	if !f.footerDone {
-		w.pw.SetKeyValueMetadata(metaEventHub, w.vars.eventHub)
-		w.pw.SetKeyValueMetadata(metaPartition, w.partition)
-		w.pw.SetKeyValueMetadata(metaFirstSeq, strconv.FormatInt(f.first, 10))
-		w.pw.SetKeyValueMetadata(metaLastSeq, strconv.FormatInt(f.last, 10))
-		w.pw.SetKeyValueMetadata(metaLastOffset, f.lastOffset)
-		if err := w.pw.Close(); err != nil {
-			return nil, w.broken(ctx, fmt.Errorf("connector %q partition %s seq %d..%d: write footer of %q: %w", w.s.info.Connector, w.partition, f.first, f.last, name, err))
+		for _, df := range f.files {
+			df.pw.SetKeyValueMetadata(metaEventHub, w.vars.eventHub)
+			df.pw.SetKeyValueMetadata(metaPartition, w.partition)
+			df.pw.SetKeyValueMetadata(metaFirstSeq, strconv.FormatInt(f.first, 10))
+			df.pw.SetKeyValueMetadata(metaLastSeq, strconv.FormatInt(f.last, 10))
+			df.pw.SetKeyValueMetadata(metaLastOffset, f.lastOffset)
+			if err := df.pw.Close(); err != nil {
+				return nil, w.broken(ctx, fmt.Errorf("connector %q partition %s seq %d..%d: write footer of %q: %w", w.s.info.Connector, w.partition, f.first, f.last, df.name, err))
+			}
 		}
 		f.footerDone = true
 	}
 	if !f.claimed {
 		// Fence: another owner of the partition (a steal, a paused process
 		// waking up) may have committed since this writer's watermark was
-		// read. The file's rows are already written, so a file that
-		// overlaps a newer commit is dropped whole rather than trimmed.
+		// read. The files' rows are already written, so a commit that
+		// overlaps a newer one is dropped whole rather than trimmed.
 		if pos, err := w.fence(ctx, f); err != nil || pos != nil {
 			return pos, err
 		}
 		// The claim closes the window between that look and the publish
 		// (claim.go).
-		if err := w.claim(ctx, f, name, dlName); err != nil {
+		if err := w.claim(ctx, f, dlName); err != nil {
 			if errors.Is(err, sinks.ErrFenced) {
 				return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
 			}
@@ -297,12 +464,22 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		}
 		f.dlCommitted = true
 	}
-	if err := f.data.commit(ctx, name); err != nil {
-		return fail("commit", err)
+	for _, df := range f.files {
+		if df.done {
+			continue
+		}
+		if err := df.data.commit(ctx, df.name); err != nil {
+			name = df.name
+			return fail("commit", err)
+		}
+		df.done = true
 	}
 	w.watermark = &sinks.Position{SequenceNumber: f.last, Offset: f.lastOffset}
 	w.file = nil
-	w.log.Debug("committed file", "file", name, "rows", f.rows, "dead_letters", f.dlLines, "first_seq", f.first, "last_seq", f.last)
+	for _, df := range f.files {
+		w.spare[df.ri] = append(w.spare[df.ri], df.pw)
+	}
+	w.log.Debug("committed", "file", name, "files", len(f.files), "rows", f.rows, "dead_letters", f.dlLines, "first_seq", f.first, "last_seq", f.last)
 	return w.watermark, nil
 }
 
@@ -312,11 +489,11 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 // the error wraps sinks.ErrFenced, so the runner gives the partition up and
 // resumes after the newer commit. Otherwise both results are nil.
 func (w *writer) fence(ctx context.Context, f *openFile) (*sinks.Position, error) {
-	objs, err := w.s.store.list(ctx, w.dataM.prefix)
+	objs, err := w.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connector %q partition %s: list committed files: %w", w.s.info.Connector, w.partition, err)
 	}
-	last, newest := newestData(objs, w.dataM)
+	last, newest := w.newest(objs)
 	if last < f.first {
 		return nil, nil
 	}
@@ -342,25 +519,27 @@ func (w *writer) Close(context.Context) error {
 	}
 	w.closed = true
 	w.discard()
-	w.pw = nil
+	w.spare = nil
 	return nil
 }
 
-// discard drops the open file and its temporaries.
+// discard drops the open commit and its temporaries.
 func (w *writer) discard() {
 	f := w.file
 	if f == nil {
 		return
 	}
 	w.file = nil
-	if err := f.data.abort(); err != nil {
-		w.log.Warn("discarding temporary file", "err", err)
+	for _, df := range f.files {
+		if err := df.data.abort(); err != nil {
+			w.log.Warn("discarding temporary file", "err", err)
+		}
+		// The Parquet writer may hold half a row group of the discarded
+		// file: it is not reused.
 	}
 	if f.dl != nil {
 		if err := f.dl.abort(); err != nil {
 			w.log.Warn("discarding temporary dead-letter file", "err", err)
 		}
 	}
-	// The Parquet writer may hold half a row group of the discarded file.
-	w.pw = nil
 }
