@@ -158,3 +158,21 @@ func TestExplodeRefusedElement(t *testing.T) {
 		t.Fatalf("dead letters %v, want [7] once", dead)
 	}
 }
+
+// TestExplodeEmptyArrayMovesWatermark: an event whose array is empty makes
+// no row, and the watermark (so the checkpoint) still moves over it.
+func TestExplodeEmptyArrayMovesWatermark(t *testing.T) {
+	dsn := newDB(t)
+	execSQL(t, dsn, explodeTable)
+	cp := &checkpointStore{seq: map[string]int64{}}
+	s := newTestSink(t, explodeConfig(t, dsn))
+	if !runPartition(t, s, cp, "0", explodeEvents(4), 5, nil) { // event 4 holds no record
+		t.Fatal("run did not complete")
+	}
+	if got, _ := cp.get("0"); got != 4 {
+		t.Fatalf("checkpoint %d, want 4 (the empty event)", got)
+	}
+	if got := queryInts(t, dsn, `SELECT seq*10+idx FROM elems ORDER BY rid`); !slices.Equal(got, explodedWant(4)) {
+		t.Fatalf("table holds %v, want %v", got, explodedWant(4))
+	}
+}

@@ -197,6 +197,10 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			b.n++
 			last = ev.SequenceNumber
 		}
+		if rows.Len() == 0 { // an empty array: no row, and the watermark moves over it
+			last = ev.SequenceNumber
+			w.skip(ev)
+		}
 		rows.Close()
 	}
 	if len(failed) > 0 {
@@ -205,7 +209,8 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	return nil
 }
 
-// skip takes ev as an event that writes nothing (a Debezium tombstone):
+// skip takes ev as an event that writes nothing (a Debezium tombstone, an
+// exploded empty array):
 // the next flush moves the watermark over it.
 func (w *writer) skip(ev *sinks.Event) {
 	pos := ev.Position()
