@@ -34,6 +34,10 @@ envelope); no Event Hubs, database or storage is needed. The config is loaded as
       events: [{body: {order_id: o-2, amount: lots}}]
       expect: [{dead_letter: 'column "amount"'}]
 
+An event the connector's filter drops expects filtered: true; an event whose
+mapping explodes an array expects rows: [{...}, ...] (one per element) or
+elements: [{row: ...}, {dead_letter: ...}].
+
 A failing case prints, per event, the expected and the actual value of each
 column that differs. The test file defaults to the config's name with _test
 before the extension.

@@ -243,16 +243,30 @@ func TestDecimalString(t *testing.T) {
 // documents (the scanner is the body's validator), and the scanner never
 // panics.
 func FuzzScan(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `[1,2,{"b":"c\u00e9"}]`, `"x"`, `{"a":`, `1e5`, `-0.5`, `{"a":"\ud800"}`, "\"\xff\"", ` null `, `{"a":1}}`, `01`} {
+	for _, s := range []string{`{"a":1}`, `{"a":[{"v":1},2,[3],{"v":"x"}]}`, `{"a":[]}`, `[1,2,{"b":"c\u00e9"}]`, `"x"`, `{"a":`, `1e5`, `-0.5`, `{"a":"\ud800"}`, "\"\xff\"", ` null `, `{"a":1}}`, `01`} {
 		f.Add([]byte(s))
 	}
 	m, err := Compile(mustColumns(f, "a|$.a", "b|$[2].b", "c|$|jsonb"))
 	if err != nil {
 		f.Fatal(err)
 	}
+	mx := mustExplode(f, "$.a", "v|$.v", "i|@index", "all|$|json")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		err := m.Map(&sinks.Event{Body: body}, make([]any, 3))
 		invalid := errors.Is(err, ErrInvalidJSON)
+		// An exploding mapping validates the same way and never panics on
+		// its elements.
+		if r, xerr := mx.Rows(&sinks.Event{Body: body}); xerr == nil {
+			for i := range r.Len() {
+				_ = r.Map(i, make([]any, 3))
+			}
+			r.Close()
+			if invalid {
+				t.Fatalf("explode accepted %q, which Map finds invalid", body)
+			}
+		} else if errors.Is(xerr, ErrInvalidJSON) != invalid {
+			t.Fatalf("explode error %v, Map error %v for %q", xerr, err, body)
+		}
 		// The scanner also rejects invalid UTF-8, which encoding/json
 		// replaces: PostgreSQL would refuse it later for the whole batch.
 		if valid := json.Valid(body) && utf8.Valid(body); valid == invalid {
