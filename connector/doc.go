@@ -1,6 +1,17 @@
 // Package connector holds the connector spec (the YAML types of
 // connectors.yaml, their defaults and validation) and the runner that moves
-// each owned partition through source -> dedupe -> sink -> checkpoint.
+// each owned partition through source -> dedupe -> filter -> sink ->
+// checkpoint.
+//
+// # Filters
+//
+// A connector's `filter:` ([FilterSpec]) drops events before the sink by
+// conditions of package expr. A dropped event is not a dead letter: it moves
+// the committed watermark, and so the checkpoint, once every event written
+// before it is committed (at once when the writer holds nothing unflushed,
+// else at the end of the flush that commits what it holds), and is counted
+// in ehsink_events_filtered_total. An event a condition cannot read (a body
+// that is not JSON) is a dead letter.
 //
 // # Loading
 //

@@ -2,6 +2,7 @@ package expr
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -144,6 +145,9 @@ func (e *Expr) UnmarshalText(b []byte) error {
 // JSON then makes Eval return an error wrapping [mapping.ErrInvalidJSON]
 // (and false). Eval allocates nothing in the steady state.
 func (e *Expr) Eval(ev *sinks.Event) (bool, error) {
+	if e.root == nil {
+		return false, errors.New("expr: the condition was not compiled (use Compile)")
+	}
 	st := e.pool.Get().(*state)
 	st.ev, st.scanned, st.err = ev, false, nil
 	r := e.eval(e.root, st)

@@ -210,6 +210,15 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
+func TestZeroValues(t *testing.T) {
+	if _, err := new(Expr).Eval(testEvent(body)); err == nil {
+		t.Fatal("Eval of a zero Expr succeeded")
+	}
+	if _, err := new(Template).Append(nil, testEvent(body)); err == nil {
+		t.Fatal("Append of a zero Template succeeded")
+	}
+}
+
 func TestUnmarshalText(t *testing.T) {
 	var e Expr
 	if err := e.UnmarshalText([]byte(`$.type == 'a'`)); err != nil {

@@ -119,6 +119,9 @@ func (t *Template) UnmarshalText(b []byte) error {
 // that is not valid JSON (when the template reads it) is an error wrapping
 // [mapping.ErrInvalidJSON]. It allocates nothing when dst has the capacity.
 func (t *Template) Append(dst []byte, ev *sinks.Event) ([]byte, error) {
+	if t.pool == nil {
+		return dst, errors.New("expr: the template was not compiled (use CompileTemplate)")
+	}
 	st := t.pool.Get().(*state)
 	defer func() {
 		st.ev = nil
