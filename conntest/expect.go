@@ -45,7 +45,8 @@ type wantField struct {
 
 func prepareExpect(t target, e *Expect) (expectation, error) {
 	set := 0
-	for _, isSet := range []bool{e.Row != nil || e.Route != nil && e.Delete == nil || e.Table != nil && e.Delete == nil, e.Delete != nil, e.Record != nil, e.DeadLetter != nil, e.Filtered, e.Skipped, e.Rows != nil || e.Elements != nil} {
+	exploded := e.Rows != nil || e.Elements != nil // route: may name the exploding route
+	for _, isSet := range []bool{e.Row != nil || e.Route != nil && e.Delete == nil && !exploded || e.Table != nil && e.Delete == nil, e.Delete != nil, e.Record != nil, e.DeadLetter != nil, e.Filtered, e.Skipped, e.Rows != nil || e.Elements != nil} {
 		if isSet {
 			set++
 		}
@@ -159,6 +160,9 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 // is false when neither applies.
 func prepareExploded(t target, e *Expect) (x expectation, err error, ok bool) {
 	mt, _ := t.(*mapTarget)
+	if rt, ok := t.(*routedTarget); ok && (e.Rows != nil || e.Elements != nil) {
+		mt = rt.explodingRoute(e.Route)
+	}
 	explode := mapping.Path{}
 	if mt != nil {
 		explode = mt.mapper.Explode()
@@ -180,6 +184,7 @@ func prepareExploded(t target, e *Expect) (x expectation, err error, ok bool) {
 		return expectation{deadLetter: e.DeadLetter}, nil, true
 	}
 	x.exploded = true
+	x.route = e.Route
 	x.elems = []expectation{}
 	var errs []error
 	for i, r := range e.Rows {
@@ -298,6 +303,9 @@ func (x *expectation) check(got outcome) string {
 		}
 		return fmt.Sprintf("%swant %s, got %s\n", indent, what, x.describe(got))
 	}
+	if got.exploded {
+		return fmt.Sprintf("%swant a row, got %s (the mapping explodes: use rows)\n", indent, x.describe(got))
+	}
 	var b strings.Builder
 	if x.route != nil && got.route != *x.route {
 		fmt.Fprintf(&b, "%sroute: want %s, got %s\n", indent, *x.route, got.route)
@@ -345,6 +353,9 @@ func (x *expectation) checkElements(got outcome) string {
 	const indent = "      "
 	if !got.exploded {
 		return fmt.Sprintf("%swant %d rows, got %s\n", indent, len(x.elems), x.describe(got))
+	}
+	if x.route != nil && got.route != *x.route {
+		return fmt.Sprintf("%sroute: want %s, got %s\n", indent, *x.route, got.route)
 	}
 	if len(got.elems) != len(x.elems) {
 		var b strings.Builder

@@ -68,3 +68,30 @@ func TestExplodeExpectations(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestExplodeRoutes(t *testing.T) {
+	f := &File{Tests: []Case{{
+		Name: "routes", Connector: "routed-logs",
+		Events: []Event{
+			{Body: `{"records": [{"msg": "a"}, {"msg": "b"}]}`},
+			{Body: `{"records": [{"msg": "a"}]}`},
+			{Body: `{"x": 1}`},
+			{Body: `{"records": []}`},
+		},
+		Expect: []Expect{
+			{Route: ptr("records"), Rows: []map[string]any{{"msg": "a", "i": 0}, {"msg": "b", "i": 1}}},
+			{Row: map[string]any{"msg": "a"}},
+			{Route: ptr("other"), Row: map[string]any{"body": `{"x": 1}`}},
+			{Rows: []map[string]any{}},
+		},
+	}}}
+	var out strings.Builder
+	res, err := Run(context.Background(), loadConfig(t, "testdata/filter.yaml"), "x.yaml", f, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "    event 2 (partition 0, sequence number 1):\n      want a row, got 1 element (the mapping explodes: use rows)\n"
+	if res.Failed != 1 || !strings.Contains(out.String(), want) || strings.Contains(out.String(), "event 1 ") || strings.Contains(out.String(), "event 3 ") || strings.Contains(out.String(), "event 4 ") {
+		t.Fatalf("result %+v, report:\n%s\nwant only event 2 to fail with:\n%s", res, out.String(), want)
+	}
+}

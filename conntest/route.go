@@ -20,6 +20,7 @@ type routeSpec struct {
 	name, when, dest string
 	isTable          bool // dest is a table (postgres), not a path
 	cols             mapping.Columns
+	explode          mapping.Path
 	key              []string
 	target           *mapTarget
 }
@@ -65,6 +66,7 @@ func routesOf(cfg any) ([]routeSpec, bool) {
 				r.name = r.dest
 			}
 			r.cols, _ = columnsOfStruct(el)
+			r.explode = explodeOfStruct(el)
 			r.key = keyOf(el)
 			out = append(out, r)
 		}
@@ -88,7 +90,7 @@ func newRoutedTarget(routes []routeSpec, format cdc.Format, del *cdc.Delete, sto
 	var names []string
 	for i := range routes {
 		r := &routes[i]
-		mt, err := newMapTarget(r.cols, stops)
+		mt, err := newMapTargetWith(r.cols, mapping.Options{Explode: r.explode}, stops)
 		if err == nil {
 			err = mt.deleting(format, routeDelete(del, r.key), r.key)
 		}
@@ -115,6 +117,27 @@ func newRoutedTarget(routes []routeSpec, format cdc.Format, del *cdc.Delete, sto
 	}
 	t.sel = routing.NewSelector(conds, names)
 	return t, nil
+}
+
+// explodingRoute returns the mapping of the route named name, or when name
+// is nil of the only route that explodes; nil when there is none.
+func (t *routedTarget) explodingRoute(name *string) *mapTarget {
+	if name != nil {
+		if r := t.route(*name); r != nil {
+			return r.target
+		}
+		return nil
+	}
+	var found *mapTarget
+	for _, r := range t.routes {
+		if r.explode.IsSet() {
+			if found != nil {
+				return nil
+			}
+			found = r.target
+		}
+	}
+	return found
 }
 
 // route returns the route named name, or nil.
