@@ -82,10 +82,13 @@ type routedTarget struct {
 	tables []*expr.Template // the destinations as templates, for `table:`
 	sel    *routing.Selector
 	stops  bool
+	// debezium: a tombstone is skipped before a route is chosen, as the
+	// PostgreSQL writer does.
+	debezium bool
 }
 
 func newRoutedTarget(routes []routeSpec, format cdc.Format, del *cdc.Delete, stops bool) (*routedTarget, error) {
-	t := &routedTarget{routes: routes, stops: stops}
+	t := &routedTarget{routes: routes, stops: stops, debezium: format == cdc.FormatDebezium}
 	var conds []routing.Cond
 	var names []string
 	for i := range routes {
@@ -159,6 +162,9 @@ func (t *routedTarget) names() []string {
 }
 
 func (t *routedTarget) apply(ctx context.Context, ev *sinks.Event) outcome {
+	if t.debezium && cdc.IsTombstone(ev.Body) {
+		return outcome{op: cdc.OpSkip}
+	}
 	i, err := t.sel.Select(ev)
 	if err != nil {
 		return outcome{reason: err.Error(), stops: t.stops}
