@@ -8,7 +8,10 @@
 // sink is down. Once every partition is caught up with the hub, the output
 // is checked against the hub, read back through its own consumer group.
 //
-// `go test ./e2e/chaos` runs the short matrix; `make chaos` the full one.
+// `make chaos-short` (EHSINK_CHAOS=short) runs the short matrix, `make
+// chaos` the full one, and `make test` the short one for one strategy
+// (make chaos-ci). Without EHSINK_CHAOS, `go test ./e2e/chaos` skips it,
+// except with CI=true, where it runs the short matrix.
 // Knobs (environment): EHSINK_CHAOS=short|full, EHSINK_CHAOS_EVENTS,
 // EHSINK_CHAOS_DURATION, EHSINK_CHAOS_BALANCING (comma-separated
 // strategies), EHSINK_CHAOS_PARTITIONS, EHSINK_CHAOS_CATCHUP (the bound
