@@ -248,7 +248,7 @@ func TestCheckpointsListFlags(t *testing.T) {
 		`(?m)^0\s+100\s+0\s+-\s+-\s+AHEAD\s+9\s+\?$`,
 		`(?m)^1\s+2\s+0\s+replica-1\s+live, renewed \d+s ago\s+STALLED\s+9\s+7$`,
 		`(?m)^2\s+9\s+0\s+replica-2\s+live, renewed \d+s ago\s+ok\s+9\s+0$`,
-		fmt.Sprintf(`(?m)^3\s+1\s+0\s+-\s+-\s+EXPIRED\s+\d+\s+\d+$`),
+		`(?m)^3\s+1\s+0\s+-\s+-\s+EXPIRED\s+\d+\s+\d+$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(stdout) {
 			t.Errorf("list output does not match %s", re)

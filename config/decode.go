@@ -23,6 +23,7 @@ import (
 // path. An
 // implementation may call Decode on parts of raw.
 type Unmarshaler interface {
+	// UnmarshalConfig sets the receiver from raw, the YAML tree of its key.
 	UnmarshalConfig(raw any) error
 }
 

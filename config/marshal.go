@@ -14,6 +14,8 @@ import (
 // Marshaler is implemented by types that choose what [Marshal] writes for
 // them: MarshalConfig returns a value to write in their place.
 type Marshaler interface {
+	// MarshalConfig returns the value Marshal writes in place of the
+	// receiver.
 	MarshalConfig() (any, error)
 }
 

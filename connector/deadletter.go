@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -33,7 +34,7 @@ func NewFileDeadLetters(dir string) (*FileDeadLetters, error) {
 func (d *FileDeadLetters) Store(_ context.Context, partition string, letters []sinks.DeadLetter) error {
 	var buf []byte
 	for i := range letters {
-		buf = letters[i].AppendLine(buf)
+		buf = record.AppendDeadLetter(buf, &letters[i])
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
@@ -36,10 +37,10 @@ func TestFileDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var got []sinks.DeadLetterRecord
+	var got []record.DeadLetter
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var l sinks.DeadLetterRecord
+		var l record.DeadLetter
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}

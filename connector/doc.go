@@ -1,7 +1,7 @@
 // Package connector holds the connector spec (the YAML types of
 // connectors.yaml, their defaults and validation) and the runner that moves
-// each owned partition through source -> dedupe -> filter -> sink ->
-// checkpoint.
+// each owned partition through source -> watermark (sinks.After) -> filter ->
+// sink -> checkpoint.
 //
 // # Filters
 //

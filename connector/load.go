@@ -18,8 +18,8 @@ import (
 // LoadOptions configure [Load]. The zero value loads with the global sink
 // registry and the process environment.
 type LoadOptions struct {
-	// Registry resolves sink types. If nil, the global registry
-	// ([sinks.Default]).
+	// Registry resolves sink types. If nil, the drivers registered with
+	// [sinks.Register] (see [sinks.Registry]).
 	Registry *sinks.Registry
 	// Getenv looks up variables for ${VAR} expansion. If nil, os.Getenv.
 	Getenv func(string) string
@@ -51,10 +51,7 @@ func Load(path string, opts LoadOptions) (*Config, error) {
 
 // load is Load after the file is read: raw is the file's tree.
 func load(raw map[string]any, opts LoadOptions) (*Config, error) {
-	reg := opts.Registry
-	if reg == nil {
-		reg = sinks.Default()
-	}
+	reg := opts.Registry // nil: the drivers sinks.Register added
 	getenv, environ := opts.Getenv, opts.Environ
 	if getenv == nil {
 		getenv = os.Getenv

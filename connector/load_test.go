@@ -126,15 +126,6 @@ func TestLoadExample(t *testing.T) {
 	}
 }
 
-// problemPaths returns the path of every problem in err.
-func problemPaths(err error) []string {
-	var out []string
-	for _, e := range config.Errors(err) {
-		out = append(out, e.Path)
-	}
-	return out
-}
-
 func TestLoadFiveMistakes(t *testing.T) {
 	_, err := Load("testdata/five-mistakes.yaml", testEnv(nil))
 	want := map[string]string{

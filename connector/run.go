@@ -22,7 +22,8 @@ import (
 type RunOptions struct {
 	// Connectors names the connectors to run. If empty, all of them.
 	Connectors []string
-	// Registry resolves sink types. If nil, the global registry.
+	// Registry resolves sink types. If nil, the drivers registered with
+	// [sinks.Register] (see [sinks.Registry]).
 	Registry *sinks.Registry
 	// Logger receives the logs of every connector. If nil, logs are discarded.
 	Logger *slog.Logger
@@ -52,10 +53,7 @@ func Run(ctx context.Context, cfg *Config, opts RunOptions) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = sinks.Default()
-	}
+	reg := opts.Registry     // nil: the drivers sinks.Register added
 	cfg = cfg.withDefaults() // a config built by hand gets what Load would give it
 	specs, err := selectConnectors(cfg, opts.Connectors)
 	if err != nil {

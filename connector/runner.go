@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -88,7 +87,8 @@ type RunnerOptions struct {
 	// stops cleanly, or receives an empty batch (it went quiet), always
 	// checkpoints what it committed. A failed checkpoint is retried after
 	// a backoff of Retry's bounds, whatever the policy.
-	CheckpointEveryEvents   int
+	CheckpointEveryEvents int
+	// CheckpointEveryInterval: see CheckpointEveryEvents.
 	CheckpointEveryInterval time.Duration
 	// DrainTimeout bounds the final flush and checkpoint after ctx is
 	// cancelled. If zero, 30s.
@@ -111,6 +111,7 @@ type RunnerOptions struct {
 // letters durable when it returns nil. Implementations must be safe for
 // concurrent use by the partitions of a connector.
 type DeadLetterStore interface {
+	// Store makes the dead letters of one partition durable.
 	Store(ctx context.Context, partition string, letters []sinks.DeadLetter) error
 }
 
@@ -454,7 +455,7 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 // writer, less those the filter drops.
 func (pr *partitionRun) take(ctx context.Context, events []sinks.Event) error {
 	n := len(events)
-	events = dedupe.After(events, pr.watermark)
+	events = sinks.After(events, pr.watermark)
 	pr.met.skippedEvents(n - len(events))
 	if len(events) == 0 {
 		return nil

@@ -38,18 +38,18 @@ const (
 
 // ConnectorStatus is a snapshot of one connector in this process.
 type ConnectorStatus struct {
-	Name          string    `json:"name"`
-	State         State     `json:"state"`
-	Since         time.Time `json:"since"` // when the connector entered State
-	OwnerID       string    `json:"owner_id,omitempty"`
-	EventHub      string    `json:"eventhub"`
-	ConsumerGroup string    `json:"consumer_group"`
-	SinkType      string    `json:"sink_type"`
+	Name          string    `json:"name"`               // the connector's name in the config
+	State         State     `json:"state"`              // what the connector is doing
+	Since         time.Time `json:"since"`              // when the connector entered State
+	OwnerID       string    `json:"owner_id,omitempty"` // this process's owner ID in the ownership leases
+	EventHub      string    `json:"eventhub"`           // the event hub it reads
+	ConsumerGroup string    `json:"consumer_group"`     // the consumer group it reads with
+	SinkType      string    `json:"sink_type"`          // the sink's type, as in sink.type
 	// Source and Sink say whether the connector reached them: the source
 	// once its client checked the event hub, the sink by the outcome of its
 	// last call.
 	Source Reach `json:"source"`
-	Sink   Reach `json:"sink"`
+	Sink   Reach `json:"sink"` // see Source
 	// Partitions are those this process owns now, by ID.
 	Partitions []PartitionStatus `json:"partitions"`
 	// LastError is the connector's last failure, if any.
@@ -59,21 +59,21 @@ type ConnectorStatus struct {
 // Reach is whether a connector reached its source or its sink, and when
 // that was last known.
 type Reach struct {
-	OK    bool      `json:"ok"`
-	Error string    `json:"error,omitempty"`
-	At    time.Time `json:"at"`
+	OK    bool      `json:"ok"`              // reached at the last attempt
+	Error string    `json:"error,omitempty"` // why not, when not OK
+	At    time.Time `json:"at"`              // when that was last known
 }
 
 // TimedError is an error message with its time.
 type TimedError struct {
-	Message string    `json:"message"`
-	At      time.Time `json:"at"`
+	Message string    `json:"message"` // the error's text
+	At      time.Time `json:"at"`      // when it happened
 }
 
 // PartitionStatus is the state of one owned partition. A nil sequence
 // number is not known (yet).
 type PartitionStatus struct {
-	ID string `json:"id"`
+	ID string `json:"id"` // the partition ID
 	// Watermark is the sequence number the sink last committed.
 	Watermark *int64 `json:"watermark"`
 	// Checkpoint is the sequence number of the last checkpoint this

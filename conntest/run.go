@@ -14,6 +14,7 @@ import (
 	"github.com/ehsink/ehsink/cdc"
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -409,14 +410,14 @@ type stdoutTarget struct {
 }
 
 // apply makes the stdout sink's line of ev: the body (format: raw) or the
-// envelope of [sinks.NewEventRecord], encoded as the sink's writer encodes
+// envelope of [record.NewEvent], encoded as the sink's writer encodes
 // it. The sink's package is not imported, so that a binary whose sinks do
 // not include stdout does not get it registered by this package.
 func (t *stdoutTarget) apply(_ context.Context, ev *sinks.Event) outcome {
 	if t.raw {
 		return outcome{record: slices.Clone(ev.Body)}
 	}
-	line, err := json.Marshal(sinks.NewEventRecord(ev))
+	line, err := json.Marshal(record.NewEvent(ev))
 	if err != nil {
 		return outcome{reason: fmt.Sprintf("encode envelope: %v", err), stops: t.stops}
 	}

@@ -41,7 +41,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ehsink/ehsink/emulator/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 	"github.com/ehsink/ehsink/secret"
 )
 

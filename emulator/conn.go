@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ehsink/ehsink/emulator/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 
-	"github.com/ehsink/ehsink/emulator/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 )
 
 // Frame-level regressions: each test speaks the exact frame sequence a

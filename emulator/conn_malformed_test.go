@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/emulator/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 )
 
 // rawConn is a hand-driven AMQP client for protocol-error tests.

@@ -7,7 +7,7 @@
 // the server on listeners of the caller's.
 //
 // Layers (STYLE.md §12):
-//   - emulator/amqp: the pure codec (types, frames, performatives), no I/O.
+//   - emulator/internal/amqp: the pure codec (types, frames, performatives), no I/O.
 //   - conn.go, session.go, link.go: one connection's state. Each connection
 //     has a read goroutine that owns protocol processing, a write goroutine
 //     that owns the socket's write side and sends heartbeats, and one

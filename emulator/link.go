@@ -1,10 +1,9 @@
 package emulator
 
 import (
-	"context"
 	"encoding/binary"
 
-	"github.com/ehsink/ehsink/emulator/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 )
 
 // linkCredit is the credit the server grants to client senders, topped up
@@ -205,14 +204,4 @@ func (c *conn) framesFor(n int) uint32 {
 		return 1
 	}
 	return uint32((n + room - 1) / room)
-}
-
-// waitWake blocks until the link is notified or ctx ends.
-func (l *link) waitWake(ctx context.Context) bool {
-	select {
-	case <-l.wakeCh:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

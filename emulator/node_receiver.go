@@ -28,8 +28,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/ehsink/ehsink/emulator/amqp"
 	"github.com/ehsink/ehsink/emulator/hub"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 )
 
 // maxBatch bounds the events one delivery round reads from the hub.

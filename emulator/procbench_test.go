@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 const (
@@ -98,7 +99,10 @@ func BenchmarkOutOfProcess(b *testing.B) {
 		b.Fatalf("EHSINK_BENCH_CONSUMERS=%d: want 1 to %d", consumers, procBenchPartitions)
 	}
 	prefetch := envCount(b, "EHSINK_BENCH_PREFETCH", 0)
-	bin := buildEhsink(b)
+	bin, _, err := testenv.BuildEhsink(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	var sum procBenchResult
 	iters := 0
@@ -325,21 +329,6 @@ func drainPartition(ctx context.Context, c *azeventhubs.ConsumerClient, partitio
 		}
 	}
 	return nil
-}
-
-// buildEhsink builds ./cmd/ehsink into a temporary directory.
-func buildEhsink(b *testing.B) string {
-	b.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(b.TempDir(), "ehsink")
-	cmd := exec.Command(goBin, "build", "-o", bin, "../cmd/ehsink")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build ../cmd/ehsink: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // emulatorProcess is a running `ehsink emulator` child.

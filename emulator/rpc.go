@@ -3,7 +3,7 @@ package emulator
 import (
 	goamqp "github.com/Azure/go-amqp"
 
-	"github.com/ehsink/ehsink/emulator/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 )
 
 // rpcResponse is what a request/response node answers.

@@ -1,7 +1,7 @@
 package emulator
 
 import (
-	"github.com/ehsink/ehsink/emulator/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/amqp"
 )
 
 // sessionWindow is the incoming window the server grants each session, in

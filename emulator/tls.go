@@ -47,8 +47,7 @@ type TLSOptions struct {
 	// key. If both are empty, the emulator generates a certificate
 	// authority and a server certificate for 127.0.0.1, ::1 and
 	// localhost at start.
-	CertFile string
-	KeyFile  string
+	CertFile, KeyFile string
 	// CertOut, if set, is the file the certificate clients should trust is
 	// written to as PEM (the generated authority, or CertFile's last
 	// certificate), with parent directories created. If empty, nothing is

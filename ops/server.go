@@ -25,7 +25,7 @@ const DefaultAddr = "127.0.0.1:9464"
 type Route struct {
 	Method  string // GET or POST
 	Path    string // as given to http.ServeMux, with {name} for the connector
-	Summary string
+	Summary string // one line for the API listing
 }
 
 // Routes returns every route the server can serve, in the order the README

@@ -29,9 +29,11 @@ type EventError struct {
 // BatchError reports the events of one Write that could not be written. The
 // other events of the batch were taken.
 type BatchError struct {
+	// Failed lists the events that could not be written, in batch order.
 	Failed []EventError
 }
 
+// Error counts the failed events and names the first few.
 func (e *BatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d event(s) could not be written", len(e.Failed))
@@ -67,9 +69,11 @@ type RejectedEvent struct {
 // it handles a [*BatchError] from Write (dead letters, or a stop under
 // errors.tolerance none) and calls Flush again.
 type RejectedError struct {
+	// Rejected lists the refused events.
 	Rejected []RejectedEvent
 }
 
+// Error counts the rejected events and names the first few.
 func (e *RejectedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d event(s) rejected at commit", len(e.Rejected))
@@ -109,9 +113,12 @@ func IsTransient(err error) bool {
 // FieldError is a config problem at a field path relative to the sink block,
 // such as "table" or "columns.amount.type".
 type FieldError struct {
-	Field string
-	Err   error
+	Field string // the path in the sink block, dot-separated
+	Err   error  // what is wrong with the field
 }
 
+// Error is "field: problem".
 func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns Err.
 func (e *FieldError) Unwrap() error { return e.Err }

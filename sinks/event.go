@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -67,4 +68,18 @@ func Later(a, b *Position) *Position {
 	default:
 		return a
 	}
+}
+
+// After returns the suffix of events (sorted by sequence number, as a
+// partition delivers them) that the watermark w does not cover: what a
+// writer still has to write after a replay. A nil watermark covers nothing.
+// The result shares memory with events.
+func After(events []Event, w *Position) []Event {
+	if w == nil || len(events) == 0 {
+		return events
+	}
+	i := sort.Search(len(events), func(i int) bool {
+		return events[i].SequenceNumber > w.SequenceNumber
+	})
+	return events[i:]
 }

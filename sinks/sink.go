@@ -25,21 +25,31 @@ type Driver interface {
 // errors.Join, so that `ehsink validate` can report every problem with its
 // full path.
 type Validator interface {
+	// Validate reports every problem of the config, or nil.
 	Validate() error
 }
 
-// Info tells a sink which connector it serves.
+// Info tells a sink which connector it serves. A sink that keeps state
+// outside its destination's data (a prefix, a table of watermarks) may key
+// it by these fields, which stay the same across restarts and replicas.
 type Info struct {
 	// Connector is the connector's name from connectors.yaml.
 	Connector string
-	// Namespace is the Event Hubs namespace (fully qualified host name).
+	// Namespace is the Event Hubs namespace the connector reads: the host
+	// of its connection string (with the port, when the string has one) or
+	// its source.namespace. It is "emulator" for a connector reading the
+	// built-in emulator (source.connection: emulator), whose port changes
+	// from run to run. Empty for a sink built outside the runner.
 	Namespace string
-	// EventHub is the event hub's name.
+	// EventHub is the event hub's name: source.eventhub, or the EntityPath
+	// of the connection string.
 	EventHub string
-	// ConsumerGroup is the consumer group the connector reads with.
+	// ConsumerGroup is the consumer group the connector reads with
+	// (source.consumer_group, "$Default" unless set).
 	ConsumerGroup string
-	// Logger receives the sink's logs. Never nil when set by the runner; a
-	// sink built by hand with a nil Logger must discard logs.
+	// Logger receives the sink's logs, already carrying the connector's
+	// name. Never nil when set by the runner; a sink built by hand with a
+	// nil Logger must discard logs.
 	Logger *slog.Logger
 }
 
@@ -95,6 +105,7 @@ type DeadLetter struct {
 // file). Writers without it have their dead letters stored by the runner's
 // dead-letter path before the flush.
 type DeadLetterer interface {
+	// DeadLetter adds letters to what the next Flush commits.
 	DeadLetter(ctx context.Context, letters []DeadLetter) error
 }
 

@@ -45,17 +45,15 @@ type outcome struct {
 	dlMissing, dlDup      []pos
 	dlValid               []pos
 	sampleReason          string
-	notes                 []string
 }
 
 type results struct {
-	hubEvents  int
-	hubDupIDs  int
-	ackedLost  []string
-	byConn     map[string]*outcome
-	tempFiles  int
-	hubKinds   [3]int
-	readErrors []string
+	hubEvents int
+	hubDupIDs int
+	ackedLost []string
+	byConn    map[string]*outcome
+	tempFiles int
+	hubKinds  [3]int
 }
 
 // verify reads the hub back through its own consumer group and compares

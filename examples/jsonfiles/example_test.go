@@ -19,7 +19,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	driver, _ := sinks.Lookup("jsonfiles") // registered by the package's init
+	driver := jsonfiles.Driver{} // what the package registers as "jsonfiles"
 	cfg := driver.NewConfig().(*jsonfiles.Config)
 	cfg.Dir = dir
 	sink, _ := driver.New(ctx, cfg, sinks.Info{Connector: "example"})

@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -117,7 +116,7 @@ func (w *writer) Flush(context.Context) (*sinks.Position, error) {
 	if err != nil {
 		return nil, err
 	}
-	events := dedupe.After(w.pending, wm)
+	events := sinks.After(w.pending, wm)
 	if len(events) == 0 {
 		w.pending = w.pending[:0]
 		return wm, nil

@@ -77,7 +77,7 @@ func readSeqs(t *testing.T, path string) []int64 {
 }
 
 func TestRegistered(t *testing.T) {
-	if _, err := sinks.Lookup("jsonfiles"); err != nil {
+	if _, err := (*sinks.Registry)(nil).Lookup("jsonfiles"); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&jsonfiles.Config{}).Validate(); err == nil {

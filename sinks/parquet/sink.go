@@ -173,7 +173,7 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	}
 	vars := nameVars{eventHub: s.info.EventHub, connector: s.info.Connector, consumerGroup: s.info.ConsumerGroup, partition: partition}
 	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8),
-		spare: make([][]*pq.Writer, len(s.routes))}
+		spare: make([][]*pq.GenericWriter[any], len(s.routes))}
 	w.log = s.log.With("partition", partition)
 	fail := func(err error) (sinks.Writer, *sinks.Position, error) {
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: %w", s.info.Connector, partition, err)

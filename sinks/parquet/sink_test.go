@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -287,7 +288,7 @@ func deadLetterSeqs(t *testing.T, d destination) []int64 {
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for sc.Scan() {
-			var l sinks.DeadLetterRecord
+			var l record.DeadLetter
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}

@@ -134,7 +134,7 @@ func parse(raw string, user bool) (*template, error) {
 		if user && (strings.HasPrefix(part, "_") || strings.HasPrefix(part, ".")) {
 			// Readers (Spark, Hive, DuckDB globbing) skip such names, and
 			// this sink keeps its dead letters and temporary files there.
-			return nil, fmt.Errorf("%w %q: folder or file names may not start with _ or .", errTemplate, raw)
+			return nil, fmt.Errorf("%w %q: folder or file names may not start with _ or a dot", errTemplate, raw)
 		}
 	}
 	for _, need := range []string{phPartition, phFirstSeq, phLastSeq} {

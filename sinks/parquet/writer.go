@@ -13,6 +13,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -34,7 +35,7 @@ type writer struct {
 	watermark *sinks.Position
 	file      *openFile // nil when nothing is written since the last commit
 	// spare are Parquet writers of committed files, per route, for reuse.
-	spare  [][]*pq.Writer
+	spare  [][]*pq.GenericWriter[any]
 	closed bool
 	// scratch, reused across Writes
 	rows []pq.Row
@@ -77,7 +78,7 @@ type dataFile struct {
 	key     string   // its name with the range left out, unique in a commit
 	data    pending
 	counter *countingWriter
-	pw      *pq.Writer
+	pw      *pq.GenericWriter[any]
 	rows    int64
 	name    string // the final name, set by Flush
 	done    bool   // published
@@ -123,7 +124,7 @@ func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks
 		w.spare[ri] = sp[:len(sp)-1]
 		df.pw.Reset(df.counter)
 	} else {
-		df.pw = pq.NewWriter(df.counter, w.s.routes[ri].schema, pq.Compression(w.s.codec),
+		df.pw = pq.NewGenericWriter[any](df.counter, w.s.routes[ri].schema, pq.Compression(w.s.codec),
 			pq.DataPageStatistics(true), pq.CreatedBy("ehsink", "", ""))
 	}
 	f.files = append(f.files, df)
@@ -307,7 +308,7 @@ func (w *writer) broken(_ context.Context, err error) error {
 // DeadLetter adds dead letters to the open file's dead-letter file, a JSON
 // lines file in a _dead_letters folder next to the data, committed by the
 // next Flush together with the data file. A body that is JSON is kept as
-// JSON, anything else as base64 (sinks.DeadLetterRecord is the format).
+// JSON, anything else as base64 (internal/record.DeadLetter is the format).
 func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) error {
 	if w.closed {
 		return sinks.ErrClosed
@@ -325,7 +326,7 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		if err := w.deadLetterFile(ctx); err != nil {
 			return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 		}
-		b := l.AppendLine(nil)
+		b := record.AppendDeadLetter(nil, l)
 		if _, err := f.dl.Write(b); err != nil {
 			return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 		}

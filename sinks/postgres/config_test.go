@@ -12,7 +12,7 @@ import (
 // TestConfigDecode decodes a sink block the way the connector loader does
 // (config.Decode over the tree YAML loads into), in each columns form.
 func TestConfigDecode(t *testing.T) {
-	d, _ := sinks.Lookup("postgres")
+	d, _ := (*sinks.Registry)(nil).Lookup("postgres") // nil: the drivers sinks.Register added
 	raw := map[string]any{
 		"dsn":   "postgres://u:pw@h/db?sslmode=require",
 		"table": "sales.orders",

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/secret"
@@ -141,7 +140,7 @@ func runPartition(t *testing.T, s *Sink, cp *checkpointStore, partition string, 
 			todo = append(todo, ev)
 		}
 	}
-	todo = dedupe.After(todo, wm)
+	todo = sinks.After(todo, wm)
 	flushes := 0
 	for len(todo) > 0 {
 		n := min(batch, len(todo))

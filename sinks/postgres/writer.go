@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ehsink/ehsink/cdc"
-	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/dedupe"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -222,7 +221,7 @@ func caseCloseAbandons(t *testing.T, h Harness) {
 
 	w, wm := open(t, newSink(t, h), "1")
 	wantWatermark(t, wm, 9)
-	writeFlush(t, w, dedupe.After(Events("1", 0, 19), wm))
+	writeFlush(t, w, sinks.After(Events("1", 0, 19), wm))
 	closeWriter(t, w)
 	wantSeqs(t, h, "1", 0, 19)
 }
@@ -241,7 +240,7 @@ func caseReplay(t *testing.T, h Harness) {
 	replay := Events("2", 0, 29)
 	for len(replay) > 0 {
 		n := min(7, len(replay))
-		if batch := dedupe.After(replay[:n], wm); len(batch) > 0 {
+		if batch := sinks.After(replay[:n], wm); len(batch) > 0 {
 			wm = writeFlush(t, w, batch)
 		}
 		replay = replay[n:]

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -98,7 +99,7 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 			w.buf.WriteByte('\n')
 			continue
 		}
-		line, err := json.Marshal(sinks.NewEventRecord(ev))
+		line, err := json.Marshal(record.NewEvent(ev))
 		if err != nil {
 			// Only properties can fail to encode (a value JSON cannot hold).
 			failed = append(failed, sinks.EventError{Index: i, Err: fmt.Errorf("encode envelope: %w", err)})

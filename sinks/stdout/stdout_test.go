@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
@@ -26,14 +27,14 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) lines(t *testing.T) []sinks.EventRecord {
+func (b *lockedBuffer) lines(t *testing.T) []record.Event {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []sinks.EventRecord
+	var out []record.Event
 	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
 	for sc.Scan() {
-		var e sinks.EventRecord
+		var e record.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("line %q is not a JSON envelope: %v", sc.Text(), err)
 		}

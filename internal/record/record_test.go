@@ -1,13 +1,15 @@
-package sinks
+package record
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ehsink/ehsink/sinks"
 )
 
-func TestDeadLetterAppendLine(t *testing.T) {
+func TestAppendDeadLetter(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		name     string
@@ -23,13 +25,13 @@ func TestDeadLetterAppendLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := DeadLetter{Event: Event{Partition: "3", SequenceNumber: 9, Offset: "90", Body: tt.body, Properties: tt.props}, Reason: "bad amount", FailedAt: at}
-			line := d.AppendLine([]byte("prev\n"))
+			d := sinks.DeadLetter{Event: sinks.Event{Partition: "3", SequenceNumber: 9, Offset: "90", Body: tt.body, Properties: tt.props}, Reason: "bad amount", FailedAt: at}
+			line := AppendDeadLetter([]byte("prev\n"), &d)
 			text, ok := strings.CutPrefix(string(line), "prev\n")
 			if !ok || !strings.HasSuffix(text, "\n") || strings.Count(text, "\n") != 1 {
 				t.Fatalf("AppendLine = %q, want one line appended", line)
 			}
-			var r DeadLetterRecord
+			var r DeadLetter
 			if err := json.Unmarshal([]byte(text), &r); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package dedupe
+package sinks_test
 
 import (
 	"testing"
@@ -31,7 +31,7 @@ func TestAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := seqs(After(batch, tt.w))
+			got := seqs(sinks.After(batch, tt.w))
 			if len(got) != len(tt.want) {
 				t.Fatalf("After = %v, want %v", got, tt.want)
 			}
@@ -42,7 +42,7 @@ func TestAfter(t *testing.T) {
 			}
 		})
 	}
-	if got := After(nil, &sinks.Position{}); len(got) != 0 {
+	if got := sinks.After(nil, &sinks.Position{}); len(got) != 0 {
 		t.Fatalf("After(nil) = %v", got)
 	}
 }

@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"fmt"
-	"time"
 )
 
 // fields reads the positional fields of a performative or other composite
@@ -72,14 +71,6 @@ func (f *fields) str(i int) string {
 		f.bad(i, "string")
 	}
 	return ""
-}
-
-func (f *fields) optStr(i int) *string {
-	if f.get(i) == nil {
-		return nil
-	}
-	s := f.str(i)
-	return &s
 }
 
 func (f *fields) sym(i int) Symbol {
@@ -179,17 +170,6 @@ func (f *fields) binary(i int) []byte {
 	return nil
 }
 
-func (f *fields) timestamp(i int) time.Time {
-	switch v := f.get(i).(type) {
-	case nil:
-		return time.Time{}
-	case time.Time:
-		return v
-	}
-	f.bad(i, "timestamp")
-	return time.Time{}
-}
-
 // symbols reads a multiple-symbol field: AMQP allows a single symbol or an
 // array of them.
 func (f *fields) symbols(i int) []Symbol {
@@ -271,14 +251,6 @@ func (w *fieldWriter) any(v any) {
 
 func (w *fieldWriter) str(s string) { w.dst = AppendString(w.dst, s); w.count++ }
 
-func (w *fieldWriter) optStr(s *string) {
-	if s == nil {
-		w.null()
-		return
-	}
-	w.str(*s)
-}
-
 func (w *fieldWriter) strOmitEmpty(s string) {
 	if s == "" {
 		w.null()
@@ -330,15 +302,6 @@ func (w *fieldWriter) optUbyte(v *uint8) {
 		return
 	}
 	w.dst = append(w.dst, codeUbyte, *v)
-	w.count++
-}
-
-func (w *fieldWriter) ubyteDef(v, def uint8) {
-	if v == def {
-		w.null()
-		return
-	}
-	w.dst = append(w.dst, codeUbyte, v)
 	w.count++
 }
 

@@ -1,17 +1,21 @@
-package sinks
+// Package record is the JSON form of an event and of a dead letter, shared by
+// every place ehsink writes one as a line of JSON (the stdout sink, the
+// dead-letter files of the runner and of the Parquet sink, `ehsink test`),
+// so that all such files read the same way.
+package record
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/ehsink/ehsink/sinks"
 )
 
-// EventRecord is the JSON form of an event wherever ehsink keeps one as a
-// line of JSON (the stdout sink, dead-letter files), so that every such file
-// reads the same way. The body is kept as JSON when it is valid JSON, and
-// otherwise as a base64 string with BodyEncoding "base64".
-type EventRecord struct {
+// Event is the JSON form of an event. The body is kept as JSON when it is
+// valid JSON, and otherwise as a base64 string with BodyEncoding "base64".
+type Event struct {
 	Partition      string          `json:"partition"`
 	SequenceNumber int64           `json:"sequence_number"`
 	Offset         string          `json:"offset"`
@@ -23,9 +27,9 @@ type EventRecord struct {
 	BodyEncoding   string          `json:"body_encoding,omitempty"`
 }
 
-// NewEventRecord returns the JSON form of ev. The record shares ev's memory.
-func NewEventRecord(ev *Event) EventRecord {
-	r := EventRecord{
+// NewEvent returns the JSON form of ev. The record shares ev's memory.
+func NewEvent(ev *sinks.Event) Event {
+	r := Event{
 		Partition:      ev.Partition,
 		SequenceNumber: ev.SequenceNumber,
 		Offset:         ev.Offset,
@@ -43,19 +47,19 @@ func NewEventRecord(ev *Event) EventRecord {
 	return r
 }
 
-// DeadLetterRecord is the JSON form of a dead letter: the event, the reason
-// and the time it was given up on.
-type DeadLetterRecord struct {
-	EventRecord
+// DeadLetter is the JSON form of a dead letter: the event, the reason and
+// the time it was given up on.
+type DeadLetter struct {
+	Event
 	Reason   string    `json:"reason"`
 	FailedAt time.Time `json:"failed_at"`
 }
 
-// AppendLine appends d as one line of JSON. It never fails: application
-// properties that JSON cannot hold are replaced by their printed form, so
-// that a dead letter is never lost to its properties.
-func (d *DeadLetter) AppendLine(dst []byte) []byte {
-	r := DeadLetterRecord{EventRecord: NewEventRecord(&d.Event), Reason: d.Reason, FailedAt: d.FailedAt.UTC()}
+// AppendDeadLetter appends d as one line of JSON. It never fails:
+// application properties that JSON cannot hold are replaced by their printed
+// form, so that a dead letter is never lost to its properties.
+func AppendDeadLetter(dst []byte, d *sinks.DeadLetter) []byte {
+	r := DeadLetter{Event: NewEvent(&d.Event), Reason: d.Reason, FailedAt: d.FailedAt.UTC()}
 	b, err := json.Marshal(r)
 	if err != nil {
 		r.Properties = map[string]any{"unencodable": fmt.Sprint(r.Properties)}
