@@ -29,7 +29,7 @@ func TestAppendDeadLetter(t *testing.T) {
 			line := AppendDeadLetter([]byte("prev\n"), &d)
 			text, ok := strings.CutPrefix(string(line), "prev\n")
 			if !ok || !strings.HasSuffix(text, "\n") || strings.Count(text, "\n") != 1 {
-				t.Fatalf("AppendLine = %q, want one line appended", line)
+				t.Fatalf("AppendDeadLetter = %q, want one line appended", line)
 			}
 			var r DeadLetter
 			if err := json.Unmarshal([]byte(text), &r); err != nil {
