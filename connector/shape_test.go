@@ -24,8 +24,8 @@ import (
 
 	"github.com/ehsink/ehsink/connector"
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/testenv"
-	"github.com/ehsink/ehsink/sinks"
 )
 
 // TestFilterAndExplodeRealPath sends platform-log events with the SDK to an
@@ -167,7 +167,7 @@ connectors:
 				return err
 			}
 			for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
-				var l sinks.DeadLetterRecord
+				var l record.DeadLetter
 				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 					return err
 				}
