@@ -260,7 +260,7 @@ func readRecordsParquet(t *testing.T, path string) []string {
 	defer rr.Release()
 	var out []string
 	for rr.Next() {
-		rec := rr.Record()
+		rec := rr.RecordBatch()
 		cols := map[string]int{}
 		for i, f := range rec.Schema().Fields() {
 			cols[f.Name] = i
