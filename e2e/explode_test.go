@@ -21,8 +21,8 @@ import (
 	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/emulator/emulatortest"
+	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/testenv"
-	"github.com/ehsink/ehsink/sinks"
 )
 
 // TestExplodeKilledAndResumed runs an exploding, filtering connector to
@@ -211,7 +211,7 @@ func readLogDead(t *testing.T, dir string) []string {
 	var out []string
 	walkFiles(t, dir, ".jsonl", func(path string, data []byte) {
 		for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
-			var l sinks.DeadLetterRecord
+			var l record.DeadLetter
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
