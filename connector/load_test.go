@@ -262,6 +262,8 @@ connectors:
 			"connectors[0].source.batch.max_wait":                      "2m0s is longer than load_balancing.ownership_expiration (30s)",
 			"connectors[0].errors.retry.max_backoff":                   "1s is less than initial_backoff (1m0s)",
 		}},
+		{"connections out of range", strings.Replace(minimal, "eventhub: orders", "eventhub: orders, connections: -2", 1),
+			map[string]string{"connectors[0].source.connections": "must be between 0 (one per partition up to the number of cores) and 64, got -2"}},
 		{"max_wait over default expiration", strings.Replace(minimal, "eventhub: orders", "eventhub: orders, batch: {max_wait: 61s}", 1),
 			map[string]string{"connectors[0].source.batch.max_wait": "longer than load_balancing.ownership_expiration (1m0s)"}},
 		{"both checkpoint stores", strings.Replace(minimal, "    sink:", `    checkpoint:

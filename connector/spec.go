@@ -109,6 +109,11 @@ type SourceSpec struct {
 	// If zero, 2000 (as many as a batch, so that a batch does not wait for
 	// credit round trips); negative disables prefetch.
 	Prefetch int `yaml:"prefetch"`
+	// Connections is the number of AMQP connections the connector receives
+	// its partitions on, each partition on one of them. If zero, one per
+	// partition up to GOMAXPROCS; 1 reads every partition on the
+	// connection that also keeps the ownership leases.
+	Connections int `yaml:"connections"`
 	// LoadBalancing configures how replicas share partitions.
 	LoadBalancing LoadBalancingSpec `yaml:"load_balancing"`
 }

@@ -151,6 +151,9 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 	if s.Prefetch < 0 && s.Batch.MaxEvents > source.MaxPrefetch {
 		p.add(path+".batch.max_events", "%d exceeds %d, the limit with prefetch disabled (a negative prefetch)", s.Batch.MaxEvents, source.MaxPrefetch)
 	}
+	if s.Connections < 0 || s.Connections > source.MaxConnections {
+		p.add(path+".connections", "must be between 0 (one per partition up to the number of cores) and %d, got %d", source.MaxConnections, s.Connections)
+	}
 	lb := s.LoadBalancing
 	checkEnum(p, path+".load_balancing.strategy", lb.Strategy, "balanced", "greedy")
 	if lb.UpdateInterval < 0 {

@@ -16,3 +16,14 @@ func WithoutClientRetries(o Options) Options {
 	o.clientRetry = azeventhubs.RetryOptions{MaxRetries: -1}
 	return o
 }
+
+// ReaderLoad returns how many partitions receive on each reader connection
+// (nil when the source reads on the processor's connection only).
+func ReaderLoad(s *Source) []int {
+	if s.readers == nil {
+		return nil
+	}
+	s.readers.mu.Lock()
+	defer s.readers.mu.Unlock()
+	return append([]int(nil), s.readers.load...)
+}

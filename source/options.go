@@ -62,6 +62,11 @@ type Options struct {
 	// Prefetch is the number of events the SDK keeps ready per partition. If
 	// zero, 2000; negative disables prefetch (MaxEvents is then at most 5000).
 	Prefetch int
+	// Connections is the number of AMQP connections partitions are
+	// received on (see connections.go). If zero, one per partition up to
+	// GOMAXPROCS; 1 receives every partition on the processor's own
+	// connection.
+	Connections int
 	// Strategy is the SDK load-balancing strategy, "balanced" or "greedy".
 	// If empty, balanced.
 	Strategy string
@@ -166,6 +171,9 @@ func (o Options) Validate() error {
 	}
 	if o.Prefetch > MaxPrefetch {
 		errs = append(errs, fmt.Errorf("prefetch: %d exceeds %d", o.Prefetch, MaxPrefetch))
+	}
+	if err := validConnections(o.Connections); err != nil {
+		errs = append(errs, err)
 	}
 	if o.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("max_wait: %s must be positive", o.MaxWait))

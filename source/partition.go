@@ -16,14 +16,21 @@ import (
 // [Source.Run]. It is meant for the one goroutine running that handler; its
 // methods must not be called after the handler returned.
 type Partition struct {
-	s      *Source
-	id     string
-	pc     *azeventhubs.ProcessorPartitionClient
-	lost   atomic.Bool
-	beat   atomic.Int64 // unix nanoseconds of the last Receive or Heartbeat
-	cancel context.CancelCauseFunc
-	stored int64 // StoredCheckpoint's answer
-	known  bool
+	s    *Source
+	id   string
+	pc   *azeventhubs.ProcessorPartitionClient
+	recv receiver // pc, or a reader connection's client (connections.go)
+	// closeReader closes recv when it is not pc; the handler's goroutine
+	// calls it once, before pc is closed
+	closeReader func()
+	// attaching is set while a reader's link has delivered nothing yet
+	// (connections.go); only Receive's goroutine uses it
+	attaching bool
+	lost      atomic.Bool
+	beat      atomic.Int64 // unix nanoseconds of the last Receive or Heartbeat
+	cancel    context.CancelCauseFunc
+	stored    int64 // StoredCheckpoint's answer
+	known     bool
 }
 
 func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient, cancel context.CancelCauseFunc) *Partition {
@@ -31,6 +38,8 @@ func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient, cancel c
 	s.mu.Lock()
 	p.stored, p.known = s.stored[p.id]
 	s.mu.Unlock()
+	p.recv, p.closeReader = s.reader(pc)
+	p.attaching = p.recv != receiver(pc)
 	p.Heartbeat()
 	return p
 }
@@ -52,6 +61,24 @@ func (p *Partition) Heartbeat() { p.beat.Store(time.Now().UnixNano()) }
 
 func (p *Partition) lastBeat() time.Time { return time.Unix(0, p.beat.Load()) }
 
+// beatWhile heartbeats until the returned function is called.
+func (p *Partition) beatWhile() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(p.s.opts.OwnershipExpiration / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				p.Heartbeat()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 // ID returns the partition ID.
 func (p *Partition) ID() string { return p.id }
 
@@ -66,11 +93,24 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 	}
 	p.Heartbeat()
 	defer p.Heartbeat()
-	wctx, cancel := context.WithTimeout(ctx, p.s.opts.MaxWait)
+	wait, count := p.s.opts.MaxWait, p.s.opts.MaxEvents
+	if p.attaching {
+		wait, count = max(wait, readerAttachWait), 1
+		defer p.beatWhile()()
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	got, err := p.pc.ReceiveEvents(wctx, p.s.opts.MaxEvents, nil)
+	got, err := p.recv.ReceiveEvents(wctx, count, nil)
+	if err == nil {
+		p.attaching = false
+	}
 	if err != nil {
 		switch {
+		case p.attaching && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+			// the attach did not finish in time (connections.go); the
+			// next call tries again
+			p.s.log.Debug("partition reader not attached yet", "partition", p.id, "err", err)
+			return nil, nil
 		case isOwnershipLost(err):
 			p.markLost(ctx, err)
 			return nil, p.lostErr(err)

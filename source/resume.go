@@ -244,6 +244,7 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 	for _, cp := range byID {
 		out = append(out, cp)
 	}
+	r.s.noteStarts(out)
 	return out, nil
 }
 

@@ -32,6 +32,7 @@ type Source struct {
 	policy  Policy
 	client  *azeventhubs.ConsumerClient
 	props   *propsClient // partition-properties calls, on a connection of their own
+	readers *readerPool  // connections partitions are received on; nil: the processor's
 	ns      string       // fully qualified namespace as the SDK sees it (host[:port])
 	hub     string
 	owner   string
@@ -39,7 +40,7 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
-	mu         sync.Mutex                         // guards the 7 following fields
+	mu         sync.Mutex                         // guards the 8 following fields
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
 	resolved   map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
 	stored     map[string]int64                   // sequence number of the stored checkpoint of claimed partitions at the last listing (-1: none; absent: not known)
@@ -47,6 +48,7 @@ type Source struct {
 	running    map[string]*Partition              // partitions whose handler runs
 	idleSince  map[string]time.Time               // claimed partitions without a running handler, since when
 	reported   map[string]bool                    // stalls already reported, until the partition runs again
+	starts     map[string]azeventhubs.Checkpoint  // the checkpoints last handed to the processor (connections.go)
 
 	// test seams (export_test.go): fail the next n checkpoint listings, and
 	// let the processor see the error (as before the store shielded it).
@@ -86,11 +88,23 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 		return nil, err
 	}
 	defer func() { _ = probe.Close(context.WithoutCancel(ctx)) }()
-	if err := s.check(ctx, probe); err != nil {
+	partitions, err := s.check(ctx, probe)
+	if err != nil {
 		return nil, err
+	}
+	if n := opts.Connections; n > 1 || (n == 0 && DefaultConnections(partitions) > 1) {
+		if n == 0 {
+			n = DefaultConnections(partitions)
+		}
+		if s.readers, err = s.newReaders(ctx, n); err != nil {
+			return nil, err
+		}
 	}
 	s.client, err = s.newClient(&azeventhubs.ConsumerClientOptions{InstanceID: opts.InstanceID, RetryOptions: opts.clientRetry})
 	if err != nil {
+		if s.readers != nil {
+			_ = s.readers.close(context.WithoutCancel(ctx))
+		}
 		return nil, err
 	}
 	s.props = &propsClient{dial: func() (*azeventhubs.ConsumerClient, error) {
@@ -145,16 +159,22 @@ func (s *Source) newClient(co *azeventhubs.ConsumerClientOptions) (*azeventhubs.
 // check asks for the hub's properties (hub exists, credentials work) and
 // opens a receiver without an owner level on the first partition (consumer
 // group exists). It never steals a partition: a receiver without an owner
-// level is refused, not preferred, where a replica already reads.
-func (s *Source) check(ctx context.Context, probe *azeventhubs.ConsumerClient) error {
+// level is refused, not preferred, where a replica already reads. It
+// returns the number of partitions.
+func (s *Source) check(ctx context.Context, probe *azeventhubs.ConsumerClient) (int, error) {
 	props, err := probe.GetEventHubProperties(ctx, nil)
 	if err != nil {
-		return s.explain(err, fmt.Sprintf("event hub %q in namespace %s", s.hub, s.ns))
+		return 0, s.explain(err, fmt.Sprintf("event hub %q in namespace %s", s.hub, s.ns))
 	}
 	if len(props.PartitionIDs) == 0 {
-		return fmt.Errorf("event hub %q: no partitions", s.hub)
+		return 0, fmt.Errorf("event hub %q: no partitions", s.hub)
 	}
-	pc, err := probe.NewPartitionClient(props.PartitionIDs[0], &azeventhubs.PartitionClientOptions{
+	return len(props.PartitionIDs), s.checkGroup(ctx, probe, props.PartitionIDs[0])
+}
+
+// checkGroup opens the consumer group probe on partition id.
+func (s *Source) checkGroup(ctx context.Context, probe *azeventhubs.ConsumerClient, id string) error {
+	pc, err := probe.NewPartitionClient(id, &azeventhubs.PartitionClientOptions{
 		StartPosition: azeventhubs.StartPosition{Earliest: ptr(true)},
 		Prefetch:      -1,
 	})
@@ -348,6 +368,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 			defer wg.Done()
 			defer cancel(nil)
 			err := handle(pctx, p)
+			p.closeReader()
 			s.closePartition(pc)
 			s.ended(p)
 			switch {
@@ -419,6 +440,9 @@ func (s *Source) Close(ctx context.Context) error {
 		return nil
 	}
 	err := errors.Join(s.client.Close(ctx), s.props.close(ctx))
+	if s.readers != nil {
+		err = errors.Join(err, s.readers.close(ctx))
+	}
 	if err != nil {
 		return fmt.Errorf("event hub %q: close: %w", s.hub, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"cmp"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/source"
 )
 
 // TestMain runs the drain child when the benchmark starts this binary as
@@ -68,7 +70,7 @@ func BenchmarkE2E(b *testing.B) {
 			runs[r] = true
 		}
 	}
-	source := os.Getenv("SOURCE")
+	sourceYAML := os.Getenv("SOURCE")
 	checkpoint := os.Getenv("CHECKPOINT")
 	if b.N != 1 {
 		b.Fatalf("b.N = %d: run with -benchtime 1x (one measurement is minutes long)", b.N)
@@ -93,27 +95,40 @@ func BenchmarkE2E(b *testing.B) {
 	}
 	b.Logf("backlog: %d events, %d B of JSON each on average", events, bodyBytes/int64(events))
 
-	var raws []result
-	for range drains {
-		raws = append(raws, rawDrain(b, conns[0], counts, events))
-		b.Logf("raw drain: %.0f events/s", raws[len(raws)-1].rate())
+	// The source ceiling is the raw drain over as many connections as
+	// ehsink opens by default; with more than one, the single-connection
+	// drain is measured too.
+	defConns := source.DefaultConnections(partitions)
+	medianDrain := func(n int) (result, []result) {
+		var raws []result
+		for range drains {
+			raws = append(raws, rawDrain(b, conns[0], counts, events, n))
+			b.Logf("raw drain, %d connections: %.0f events/s", n, raws[len(raws)-1].rate())
+		}
+		sorted := slices.SortedFunc(slices.Values(raws), func(x, y result) int { return cmp.Compare(x.elapsed, y.elapsed) })
+		return sorted[len(sorted)/2], raws
 	}
-	slices.SortFunc(raws, func(x, y result) int { return cmp.Compare(x.elapsed, y.elapsed) })
-	drain := raws[len(raws)/2]
+	drain, raws := medianDrain(defConns)
+	var single result
+	var singles []result
+	if defConns > 1 {
+		single, singles = medianDrain(1)
+	}
 
-	toPostgres := func(mode string) result {
+	toPostgresWith := func(mode, extra string) result {
 		dsn := pg.NewDatabase(b)
 		sink := fmt.Sprintf("type: postgres\n      dsn: %q\n      table: orders\n      mode: %s\n      create_table: true\n", dsn, mode)
 		if mode == "upsert" {
 			sink += "      key: [order_id]\n"
 		}
-		r := runEhsink(b, bin, conns[0], source, checkpoint, last, sink+"      columns:"+columnsYAML, pm, events)
+		r := runEhsink(b, bin, conns[0], extra, checkpoint, last, sink+"      columns:"+columnsYAML, pm, events)
 		if n := countRows(b, dsn, "orders"); n != events {
 			b.Fatalf("%s: the table holds %d rows, want %d", mode, n, events)
 		}
-		b.Logf("ehsink → %s: %.0f events/s", mode, r.rate())
+		b.Logf("ehsink → %s (%s): %.0f events/s", mode, extra, r.rate())
 		return r
 	}
+	toPostgres := func(mode string) result { return toPostgresWith(mode, sourceYAML) }
 	var copyRes, mergeRes, appendRes, upsertRes, parquetRes result
 	if runs["append"] {
 		cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
@@ -127,9 +142,32 @@ func BenchmarkE2E(b *testing.B) {
 		b.Logf("raw merge: %.0f rows/s", mergeRes.rate())
 		upsertRes = toPostgres("upsert")
 	}
+	// SCALE (a list such as 1,2,4) adds, per number of connections, a raw
+	// drain and ehsink into PostgreSQL append with source.connections set.
+	type scaled struct {
+		n           int
+		drain, sink result
+	}
+	var scale []scaled
+	if v := os.Getenv("SCALE"); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("SCALE=%q: want a list of positive numbers", v)
+			}
+			sc := scaled{n: n, drain: rawDrain(b, conns[0], counts, events, n)}
+			b.Logf("raw drain, %d connections: %.0f events/s", n, sc.drain.rate())
+			extra := fmt.Sprintf("connections: %d", n)
+			if sourceYAML != "" {
+				extra = sourceYAML + ", " + extra
+			}
+			sc.sink = toPostgresWith("append", extra)
+			scale = append(scale, sc)
+		}
+	}
 	if runs["parquet"] {
 		pq := fmt.Sprintf("type: parquet\n      dir: %q\n      max_rows: %d\n      columns:%s", filepath.Join(b.TempDir(), "parquet"), per, columnsYAML)
-		parquetRes = runEhsink(b, bin, conns[0], source, checkpoint, last, pq, 0, events)
+		parquetRes = runEhsink(b, bin, conns[0], sourceYAML, checkpoint, last, pq, 0, events)
 		b.Logf("ehsink → parquet: %.0f events/s", parquetRes.rate())
 	}
 
@@ -142,20 +180,27 @@ func BenchmarkE2E(b *testing.B) {
 		}
 		return fmt.Sprintf("%.1f", float64(r.serverCPU.Microseconds())/float64(r.events))
 	}
-	var rates []string
-	for _, r := range raws {
-		rates = append(rates, fmt.Sprintf("%.0fk", r.rate()/1000))
+	rates := func(raws []result) string {
+		var s []string
+		for _, r := range raws {
+			s = append(s, fmt.Sprintf("%.0fk", r.rate()/1000))
+		}
+		return strings.Join(s, ", ")
 	}
 	out := &strings.Builder{}
-	if source != "" || checkpoint != "" {
-		fmt.Fprintf(out, "\nSOURCE: %q, CHECKPOINT: %q (not the defaults)", source, checkpoint)
+	if sourceYAML != "" || checkpoint != "" {
+		fmt.Fprintf(out, "\nSOURCE: %q, CHECKPOINT: %q (not the defaults)", sourceYAML, checkpoint)
 	}
 	fmt.Fprintf(out, "\nbench-e2e, %s: %d events (%d per partition, %d B of JSON on average), %s, Go %s, load average at start %s\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), events, per, bodyBytes/int64(events), machine(), runtime.Version(), load)
 	fmt.Fprintln(out, "| run | events/s | ÷ ceiling | CPU µs/event | ÷ raw drain's | PostgreSQL CPU µs/row | peak RSS |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
-	fmt.Fprintf(out, "| raw SDK drain: source ceiling (median of %s) | %.0f | 1 | %.1f | 1 | – | %s |\n",
-		strings.Join(rates, ", "), src, cpuPer(drain), mib(drain.peakRSS))
+	fmt.Fprintf(out, "| raw SDK drain over %d connections (ehsink's default here): source ceiling (median of %s) | %.0f | 1 | %.1f | 1 | – | %s |\n",
+		defConns, rates(raws), src, cpuPer(drain), mib(drain.peakRSS))
+	if defConns > 1 {
+		fmt.Fprintf(out, "| raw SDK drain over 1 connection (median of %s) | %.0f | %.2f | %.1f | %.2f | – | %s |\n",
+			rates(singles), single.rate(), single.rate()/src, cpuPer(single), cpuPer(single)/cpuPer(drain), mib(single.peakRSS))
+	}
 	if runs["append"] {
 		fmt.Fprintf(out, "| raw pgx.CopyFrom, %d rows per COPY: append ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, copyRes.rate(), srvPer(copyRes))
 	}
@@ -176,14 +221,24 @@ func BenchmarkE2E(b *testing.B) {
 	row("ehsink run → PostgreSQL append", appendRes, copyRes.rate(), "COPY")
 	row("ehsink run → PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge")
 	row(fmt.Sprintf("ehsink run → Parquet (max_rows %d)", per), parquetRes, src, "source")
+	for _, sc := range scale {
+		fmt.Fprintf(out, "| raw SDK drain over %d connections | %.0f | %.2f | %.1f | %.2f | – | %s |\n",
+			sc.n, sc.drain.rate(), sc.drain.rate()/src, cpuPer(sc.drain), cpuPer(sc.drain)/cpuPer(drain), mib(sc.drain.peakRSS))
+		sinkCeil := src // COPY not measured (RUNS without append)
+		if copyRes.events > 0 {
+			sinkCeil = copyRes.rate()
+		}
+		row(fmt.Sprintf("ehsink run → PostgreSQL append, connections: %d", sc.n), sc.sink, sinkCeil, "COPY")
+	}
 	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | %.1f | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
 	fmt.Print(out.String())
 }
 
-// rawDrain runs one drain child and measures it to its last event.
-func rawDrain(b *testing.B, conn string, counts map[string]int64, events int) result {
+// rawDrain runs one drain child over conns connections and measures it to
+// its last event.
+func rawDrain(b *testing.B, conn string, counts map[string]int64, events, conns int) result {
 	b.Helper()
-	c := startDrain(b, conn, counts, sourceBatch)
+	c := startDrain(b, conn, counts, sourceBatch, conns)
 	if l := c.line(b); l != "done" {
 		b.Fatalf("drain child printed %q, want done", l)
 	}
@@ -227,7 +282,15 @@ func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[stri
 	if checkpoint != "" {
 		extraCheckpoint = ", " + checkpoint
 	}
-	cfg := fmt.Sprintf(`connectors:
+	// PPROF=DIR profiles each ehsink run: its CPU over the first
+	// PPROF_SECONDS (default 20) and its heap at the last event, into
+	// DIR/NAME.cpu and DIR/NAME.heap (NAME: the sink's type and mode).
+	profDir := os.Getenv("PPROF")
+	httpBlock := ""
+	if profDir != "" {
+		httpBlock = "http: {pprof: true}\n"
+	}
+	cfg := fmt.Sprintf(httpBlock+`connectors:
   - name: bench
     source: {connection: %q, load_balancing: {strategy: greedy}%s}
     checkpoint: {file: {dir: %q}%s}
@@ -245,6 +308,18 @@ func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[stri
 	c := startChild(b, nil, bin, "run", "-c", path, "--metrics", addr, "--log-level", "warn")
 	client := &http.Client{Timeout: 10 * time.Second}
 	deadline := time.Now().Add(30 * time.Minute) // a stall bound, not a measurement
+	name := profileName(sink)
+	var cpuProf chan []byte
+	if profDir != "" {
+		cpuProf = make(chan []byte, 1)
+		secs := envInt(b, "PPROF_SECONDS", 20)
+		go func() {
+			for !watermarksAt(client, addr, nil) && time.Now().Before(deadline) { // wait for the API
+				time.Sleep(pollInterval)
+			}
+			cpuProf <- fetch(&http.Client{}, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+		}()
+	}
 	for {
 		if done := watermarksAt(client, addr, last); done {
 			break
@@ -262,7 +337,14 @@ func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[stri
 	u := procUsage(b, c.pid())
 	r.cpu, r.peakRSS = u.cpu, u.peakRSS
 	r.serverCPU = serverCPU(b, postmaster) - cpu0
+	if profDir != "" {
+		writeProfile(b, filepath.Join(profDir, name+".heap"), fetch(client, "http://"+addr+"/debug/pprof/heap"))
+		// the CPU profile ends when ehsink stops serving
+	}
 	c.stop(b, syscall.SIGINT)
+	if cpuProf != nil {
+		writeProfile(b, filepath.Join(profDir, name+".cpu"), <-cpuProf)
+	}
 	return r
 }
 
@@ -290,6 +372,40 @@ func watermarksAt(client *http.Client, addr string, last map[string]int64) bool 
 		}
 	}
 	return at == len(last)
+}
+
+// profileName names a run's profiles after its sink: type and mode.
+func profileName(sink string) string {
+	name := strings.TrimPrefix(strings.SplitN(sink, "\n", 2)[0], "type: ")
+	if _, mode, ok := strings.Cut(sink, "mode: "); ok {
+		name += "-" + strings.SplitN(mode, "\n", 2)[0]
+	}
+	return name
+}
+
+// fetch returns the body of a GET, or nil.
+func fetch(client *http.Client, url string) []byte {
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return data
+}
+
+func writeProfile(b *testing.B, path string, data []byte) {
+	b.Helper()
+	if len(data) == 0 {
+		b.Logf("%s: no profile", path)
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func freeAddr(b *testing.B) string {

@@ -8,9 +8,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,26 +249,28 @@ const (
 	connEnv   = "EHSINK_BENCH_CONNECTION"
 	countsEnv = "EHSINK_BENCH_COUNTS" // partition=events,partition=events
 	batchEnv  = "EHSINK_BENCH_BATCH"
+	connsEnv  = "EHSINK_BENCH_CONNECTIONS"
 )
 
 // startDrain runs the raw SDK drain as a child (this test binary again);
 // it prints "done" after the last event and exits when its stdin closes.
-func startDrain(b *testing.B, conn string, counts map[string]int64, batch int) *child {
+func startDrain(b *testing.B, conn string, counts map[string]int64, batch, conns int) *child {
 	b.Helper()
 	var spec []string
-	for p, n := range counts {
-		spec = append(spec, p+"="+strconv.FormatInt(n, 10))
+	for _, p := range slices.Sorted(maps.Keys(counts)) {
+		spec = append(spec, p+"="+strconv.FormatInt(counts[p], 10))
 	}
 	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
 	return startChild(b, []string{roleEnv + "=drain", connEnv + "=" + conn, countsEnv + "=" + strings.Join(spec, ","),
-		batchEnv + "=" + strconv.Itoa(batch)}, self, "-test.run=^$")
+		batchEnv + "=" + strconv.Itoa(batch), connsEnv + "=" + strconv.Itoa(conns)}, self, "-test.run=^$")
 }
 
-// drainMain is the drain child: one ConsumerClient, one PartitionClient per
-// partition from earliest with a prefetch of batch, each goroutine calling
+// drainMain is the drain child: one ConsumerClient per connection asked
+// for, one PartitionClient per partition (spread over the clients in turn)
+// from earliest with a prefetch of batch, each goroutine calling
 // ReceiveEvents for min(batch, what its partition still holds) until it
 // has every event.
 func drainMain() int {
@@ -276,17 +280,26 @@ func drainMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	cc, err := azeventhubs.NewConsumerClientFromConnectionString(os.Getenv(connEnv), "", azeventhubs.DefaultConsumerGroup, nil)
-	if err != nil {
-		return fail(err)
+	conns, err := strconv.Atoi(os.Getenv(connsEnv))
+	if err != nil || conns < 1 {
+		return fail(fmt.Errorf("%s: %q", connsEnv, os.Getenv(connsEnv)))
 	}
-	defer cc.Close(ctx)
+	clients := make([]*azeventhubs.ConsumerClient, conns)
+	for i := range clients {
+		cc, err := azeventhubs.NewConsumerClientFromConnectionString(os.Getenv(connEnv), "", azeventhubs.DefaultConsumerGroup, nil)
+		if err != nil {
+			return fail(err)
+		}
+		defer cc.Close(ctx)
+		clients[i] = cc
+	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
 	)
-	for _, spec := range strings.Split(os.Getenv(countsEnv), ",") {
+	for i, spec := range strings.Split(os.Getenv(countsEnv), ",") {
+		cc := clients[i%conns]
 		id, n, _ := strings.Cut(spec, "=")
 		want, err := strconv.ParseInt(n, 10, 64)
 		if err != nil {
