@@ -27,9 +27,15 @@ func TestRoutes(t *testing.T) {
       - {route: big, table: big, row: {n: 500}}
       - {route: 'small_{$.kind}', table: small_a, row: {n: 5, kind: a}}
       - dead_letter: 'small_{$.kind}'
+  - name: parquet routes by name or path
+    connector: routed-pq
+    events: [{body: {n: 500}}, {body: {n: 5, kind: a}}]
+    expect:
+      - {route: big, row: {n: 500}}
+      - {route: 'kind={$.kind}/{partition}-{first_seq}-{last_seq}.parquet', row: {n: 5}}
 `
 	res, out, err := runFile(t, "testdata/routed.yaml", write(t, pass))
-	if err != nil || res.Failed != 0 || res.Cases != 1 {
+	if err != nil || res.Failed != 0 || res.Cases != 2 {
 		t.Fatalf("result %+v, %v; report:\n%s", res, err, out)
 	}
 
@@ -59,9 +65,13 @@ func TestRoutes(t *testing.T) {
     expect:
       - {route: nope}
       - {route: big, row: {kind: a}}
+  - name: a parquet route has no table
+    connector: routed-pq
+    events: [{body: {n: 1}}]
+    expect: [{table: big}]
 `
 	_, _, err = runFile(t, "testdata/routed.yaml", write(t, malformed))
-	for _, want := range []string{`tests[0].expect[0].route: no route named "nope"`, "tests[0].expect[1].row.kind: not a column of route big"} {
+	for _, want := range []string{`tests[0].expect[0].route: no route named "nope"`, "tests[0].expect[1].row.kind: not a column of route big", "tests[1].expect[0].table: this connector's routes have paths, not tables"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to contain %q", err, want)
 		}
