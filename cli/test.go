@@ -36,7 +36,9 @@ envelope); no Event Hubs, database or storage is needed. The config is loaded as
 
 An event the connector's filter drops expects filtered: true; an event whose
 mapping explodes an array expects rows: [{...}, ...] (one per element) or
-elements: [{row: ...}, {dead_letter: ...}].
+elements: [{row: ...}, {dead_letter: ...}]; an event that deletes its key
+(format: debezium, or a delete block) expects delete: {KEY: VALUE}, and a
+Debezium tombstone skipped: true.
 
 A failing case prints, per event, the expected and the actual value of each
 column that differs. The test file defaults to the config's name with _test
