@@ -17,8 +17,17 @@
 //
 // The cases are named subtests: a restart sees what was flushed and nothing
 // else, a replay after a crash writes nothing twice, order holds per
-// partition, partitions do not disturb each other, a rejected event is
-// reported by index and still moves the watermark once dead-lettered, and
-// (with [Harness.Fencing]) two owners of one partition at once write nothing
-// twice.
+// partition, partitions do not disturb each other, and a rejected event is
+// reported by index and still moves the watermark once dead-lettered. With
+// [Harness.Fencing], two owners of one partition write nothing twice:
+// opening at once from no watermark or from the same watermark, and an
+// owner that lost the partition flushing after the new owner committed
+// (the new owner's commits and watermark must survive it). With
+// [Harness.InterruptCommit], a process killed between the sink's data commit
+// and its watermark loses and repeats nothing on the next start.
+//
+// A harness declares what its sink can do; a case the sink cannot meet is
+// skipped, never passed. The kit's own tests run each case against
+// deliberately broken sinks (one that forgets its state, one whose fence is
+// removed) and see it fail.
 package sinktest

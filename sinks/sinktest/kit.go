@@ -32,9 +32,16 @@ type Harness struct {
 	// reports none, and the restart and replay cases are skipped.
 	NoWatermark bool
 	// Fencing says the sink drops, at commit time, what another writer of
-	// the same partition already committed, so two owners at once write
-	// nothing twice.
+	// the same partition already committed (or fails the commit with
+	// [sinks.ErrFenced]), so two owners at once write nothing twice.
 	Fencing bool
+	// InterruptCommit, when set, arms the sink s so that the next Flush of
+	// one of its writers makes the data durable and then fails before the
+	// sink's watermark is, as a process killed between the two steps would.
+	// Set it for a sink whose commit has these two steps (data files, then
+	// a watermark record); a sink that commits both at once (one
+	// transaction, one rename) has no such instant.
+	InterruptCommit func(t *testing.T, s sinks.Sink)
 }
 
 // Event returns the kit's standard event for a partition and sequence
@@ -64,29 +71,16 @@ func Events(partition string, from, to int64) []sinks.Event {
 	return out
 }
 
-// Run runs the conformance cases against the harness.
+// Run runs the conformance cases against the harness, each as a subtest.
+// A case that needs a capability the harness does not declare is skipped.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil || h.Committed == nil {
 		t.Fatal("sinktest: Harness.New and Harness.Committed are required")
 	}
-	cases := []struct {
-		name string
-		run  func(t *testing.T, h Harness)
-		skip bool
-	}{
-		{"FlushedIsVisible", caseFlushedIsVisible, false},
-		{"EmptyFlush", caseEmptyFlush, false},
-		{"RestartResumesFromWatermark", caseRestartResumes, h.NoWatermark},
-		{"CloseWithoutFlushAbandons", caseCloseAbandons, h.NoWatermark},
-		{"ReplayWritesNothingTwice", caseReplay, h.NoWatermark},
-		{"OrderPerPartition", caseOrder, false},
-		{"RejectedEvent", caseRejected, h.BadEvent == nil},
-		{"TwoOwnersAtOnce", caseTwoOwners, !h.Fencing},
-	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.skip {
+			if c.skip(h) {
 				t.Skip("not a capability of this sink (see sinktest.Harness)")
 			}
 			c.run(t, h)
@@ -94,13 +88,55 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-func ctx(t *testing.T) context.Context {
+// kitCase is one conformance case.
+type kitCase struct {
+	name string
+	run  func(t testing.TB, h Harness)
+	skip func(h Harness) bool // the harness lacks what the case needs
+}
+
+var cases = []kitCase{
+	{"FlushedIsVisible", caseFlushedIsVisible, never},
+	{"EmptyFlush", caseEmptyFlush, never},
+	{"RestartResumesFromWatermark", caseRestartResumes, noWatermark},
+	{"CloseWithoutFlushAbandons", caseCloseAbandons, noWatermark},
+	{"ReplayWritesNothingTwice", caseReplay, noWatermark},
+	{"OrderPerPartition", caseOrder, never},
+	{"RejectedEvent", caseRejected, func(h Harness) bool { return h.BadEvent == nil }},
+	{"TwoOwnersAtOnce", caseTwoOwners, noFencing},
+	{"TwoOwnersFromWatermark", caseTwoOwnersFromWatermark, noFencing},
+	{"StaleOwnerFlushesLate", caseStaleOwnerFlushesLate, noFencing},
+	{"CrashBetweenDataAndWatermark", caseCrashBetweenDataAndWatermark, func(h Harness) bool { return h.InterruptCommit == nil || h.NoWatermark }},
+}
+
+func never(Harness) bool         { return false }
+func noWatermark(h Harness) bool { return h.NoWatermark }
+func noFencing(h Harness) bool   { return !h.Fencing || h.NoWatermark }
+
+// A case reports through a testing.TB, so that the kit's own tests can run
+// a case against a broken sink and see it fail. The harness's functions get
+// the *testing.T of the case's subtest.
+type harnessTB interface {
+	harnessT() *testing.T
+}
+
+func harnessT(t testing.TB) *testing.T {
+	switch t := t.(type) {
+	case *testing.T:
+		return t
+	case harnessTB:
+		return t.harnessT()
+	}
+	panic(fmt.Sprintf("sinktest: a case runs on a *testing.T, not a %T", t))
+}
+
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
 }
 
-func open(t *testing.T, s sinks.Sink, partition string) (sinks.Writer, *sinks.Position) {
+func open(t testing.TB, s sinks.Sink, partition string) (sinks.Writer, *sinks.Position) {
 	t.Helper()
 	w, wm, err := s.Open(ctx(t), partition)
 	if err != nil {
@@ -109,9 +145,9 @@ func open(t *testing.T, s sinks.Sink, partition string) (sinks.Writer, *sinks.Po
 	return w, wm
 }
 
-func newSink(t *testing.T, h Harness) sinks.Sink {
+func newSink(t testing.TB, h Harness) sinks.Sink {
 	t.Helper()
-	s := h.New(t)
+	s := h.New(harnessT(t))
 	t.Cleanup(func() {
 		if err := s.Close(context.Background()); err != nil {
 			t.Errorf("Sink.Close: %v", err)
@@ -122,7 +158,7 @@ func newSink(t *testing.T, h Harness) sinks.Sink {
 
 // writeFlush writes events and flushes, failing the test on any error, and
 // returns the watermark Flush reported.
-func writeFlush(t *testing.T, w sinks.Writer, events []sinks.Event) *sinks.Position {
+func writeFlush(t testing.TB, w sinks.Writer, events []sinks.Event) *sinks.Position {
 	t.Helper()
 	if err := w.Write(ctx(t), events); err != nil {
 		t.Fatalf("Write: %v", err)
@@ -134,16 +170,16 @@ func writeFlush(t *testing.T, w sinks.Writer, events []sinks.Event) *sinks.Posit
 	return wm
 }
 
-func closeWriter(t *testing.T, w sinks.Writer) {
+func closeWriter(t testing.TB, w sinks.Writer) {
 	t.Helper()
 	if err := w.Close(ctx(t)); err != nil {
 		t.Fatalf("Writer.Close: %v", err)
 	}
 }
 
-func wantSeqs(t *testing.T, h Harness, partition string, from, to int64) {
+func wantSeqs(t testing.TB, h Harness, partition string, from, to int64) {
 	t.Helper()
-	got := h.Committed(t, partition)
+	got := h.Committed(harnessT(t), partition)
 	want := make([]int64, 0, to-from+1)
 	for s := from; s <= to; s++ {
 		want = append(want, s)
@@ -153,14 +189,14 @@ func wantSeqs(t *testing.T, h Harness, partition string, from, to int64) {
 	}
 }
 
-func wantWatermark(t *testing.T, got *sinks.Position, seq int64) {
+func wantWatermark(t testing.TB, got *sinks.Position, seq int64) {
 	t.Helper()
 	if got == nil || got.SequenceNumber != seq {
 		t.Fatalf("watermark = %v, want seq %d", got, seq)
 	}
 }
 
-func caseFlushedIsVisible(t *testing.T, h Harness) {
+func caseFlushedIsVisible(t testing.TB, h Harness) {
 	s := newSink(t, h)
 	w, _ := open(t, s, "0")
 	var wm *sinks.Position
@@ -174,7 +210,7 @@ func caseFlushedIsVisible(t *testing.T, h Harness) {
 	wantSeqs(t, h, "0", 0, 49)
 }
 
-func caseEmptyFlush(t *testing.T, h Harness) {
+func caseEmptyFlush(t testing.TB, h Harness) {
 	s := newSink(t, h)
 	w, _ := open(t, s, "0")
 	defer closeWriter(t, w)
@@ -192,7 +228,7 @@ func caseEmptyFlush(t *testing.T, h Harness) {
 	wantSeqs(t, h, "0", 0, 4)
 }
 
-func caseRestartResumes(t *testing.T, h Harness) {
+func caseRestartResumes(t testing.TB, h Harness) {
 	first := newSink(t, h)
 	w, wm := open(t, first, "3")
 	if wm != nil {
@@ -209,7 +245,7 @@ func caseRestartResumes(t *testing.T, h Harness) {
 	wantSeqs(t, h, "3", 0, 29)
 }
 
-func caseCloseAbandons(t *testing.T, h Harness) {
+func caseCloseAbandons(t testing.TB, h Harness) {
 	s := newSink(t, h)
 	w, _ := open(t, s, "1")
 	writeFlush(t, w, Events("1", 0, 9))
@@ -226,7 +262,7 @@ func caseCloseAbandons(t *testing.T, h Harness) {
 	wantSeqs(t, h, "1", 0, 19)
 }
 
-func caseReplay(t *testing.T, h Harness) {
+func caseReplay(t testing.TB, h Harness) {
 	// A crash after the sink committed and before the checkpoint: the next
 	// process reads again from the old checkpoint, and the runner drops
 	// what the sink's watermark covers.
@@ -250,7 +286,7 @@ func caseReplay(t *testing.T, h Harness) {
 	wantSeqs(t, h, "2", 0, 29)
 }
 
-func caseOrder(t *testing.T, h Harness) {
+func caseOrder(t testing.TB, h Harness) {
 	s := newSink(t, h)
 	partitions := []string{"0", "1", "2", "3"}
 	var wg sync.WaitGroup
@@ -287,7 +323,7 @@ func caseOrder(t *testing.T, h Harness) {
 	}
 }
 
-func caseRejected(t *testing.T, h Harness) {
+func caseRejected(t testing.TB, h Harness) {
 	s := newSink(t, h)
 	w, _ := open(t, s, "0")
 	defer closeWriter(t, w)
@@ -314,14 +350,14 @@ func caseRejected(t *testing.T, h Harness) {
 	if !h.NoWatermark {
 		wantWatermark(t, wm, 9)
 	}
-	got := h.Committed(t, "0")
+	got := h.Committed(harnessT(t), "0")
 	want := []int64{0, 1, 2, 3, 5, 6, 7, 8, 9}
 	if !slices.Equal(got, want) {
 		t.Fatalf("partition 0 holds %v, want %v (the rejected event left out, the others kept)", got, want)
 	}
 }
 
-func caseTwoOwners(t *testing.T, h Harness) {
+func caseTwoOwners(t testing.TB, h Harness) {
 	// Ownership moved while the old owner was paused: both opened at the
 	// same watermark and both commit overlapping ranges.
 	a, b := newSink(t, h), newSink(t, h)
@@ -336,7 +372,7 @@ func caseTwoOwners(t *testing.T, h Harness) {
 	}
 	closeWriter(t, wa)
 	closeWriter(t, wb)
-	got := h.Committed(t, "5")
+	got := h.Committed(harnessT(t), "5")
 	seen := make(map[int64]bool)
 	for _, s := range got {
 		if seen[s] {
@@ -378,4 +414,129 @@ func summarize(seqs []int64) string {
 	}
 	flush()
 	return out + "]"
+}
+
+// wantOnceInOrder fails unless the partition holds every sequence number in
+// [from, to] exactly once, in order, and nothing else.
+func wantOnceInOrder(t testing.TB, h Harness, partition string, from, to int64) {
+	t.Helper()
+	got := h.Committed(harnessT(t), partition)
+	seen := make(map[int64]bool, len(got))
+	for i, s := range got {
+		if seen[s] {
+			t.Fatalf("partition %s: seq %d written twice: %s", partition, s, summarize(got))
+		}
+		seen[s] = true
+		if i > 0 && s < got[i-1] {
+			t.Fatalf("partition %s: seq %d stored after %d: %s", partition, s, got[i-1], summarize(got))
+		}
+	}
+	wantSeqs(t, h, partition, from, to)
+}
+
+// commitFirst commits Events(partition, 0, to) through a writer of a sink
+// of its own, so that the owners a case starts next find a watermark.
+func commitFirst(t testing.TB, h Harness, partition string, to int64) {
+	t.Helper()
+	w, _ := open(t, newSink(t, h), partition)
+	wantWatermark(t, writeFlush(t, w, Events(partition, 0, to)), to)
+	closeWriter(t, w)
+}
+
+// flushStale flushes the writer of an owner that lost the partition. The
+// commit may fail (a fenced sink refuses it); what it must not do is write
+// again what the newer owner committed, which the case checks after.
+func flushStale(t testing.TB, w sinks.Writer) {
+	t.Helper()
+	if _, err := w.Flush(ctx(t)); err != nil {
+		t.Logf("stale owner's Flush failed (allowed): %v", err)
+	}
+	closeWriter(t, w)
+}
+
+func caseTwoOwnersFromWatermark(t testing.TB, h Harness) {
+	// As TwoOwnersAtOnce, on a partition that already holds events: both
+	// owners open at the same non-nil watermark and read on from it, the
+	// stale one further than the new one committed.
+	commitFirst(t, h, "6", 9)
+	wa, wmA := open(t, newSink(t, h), "6")
+	wb, wmB := open(t, newSink(t, h), "6")
+	wantWatermark(t, wmA, 9)
+	wantWatermark(t, wmB, 9)
+	writeFlush(t, wb, sinks.After(Events("6", 0, 29), wmB))
+	if err := wa.Write(ctx(t), sinks.After(Events("6", 0, 39), wmA)); err != nil {
+		t.Fatalf("stale owner Write: %v", err)
+	}
+	flushStale(t, wa)
+	closeWriter(t, wb)
+
+	// Whatever the stale owner's flush did, the partition holds each event
+	// once, and a restart resumes right after the last one it holds.
+	got := h.Committed(harnessT(t), "6")
+	if len(got) == 0 {
+		t.Fatal("partition 6 holds nothing")
+	}
+	w, wm := open(t, newSink(t, h), "6")
+	wantWatermark(t, wm, got[len(got)-1])
+	writeFlush(t, w, sinks.After(Events("6", 0, 49), wm))
+	closeWriter(t, w)
+	wantOnceInOrder(t, h, "6", 0, 49)
+}
+
+func caseStaleOwnerFlushesLate(t testing.TB, h Harness) {
+	// The old owner took a batch before the partition moved, and flushes it
+	// only after the new owner committed past it (a long pause: GC, a
+	// network partition). The new owner then goes on committing.
+	commitFirst(t, h, "7", 9)
+	stale, wmA := open(t, newSink(t, h), "7")
+	if err := stale.Write(ctx(t), sinks.After(Events("7", 0, 19), wmA)); err != nil {
+		t.Fatalf("stale owner Write: %v", err)
+	}
+	owner, wmB := open(t, newSink(t, h), "7")
+	wantWatermark(t, wmB, 9)
+	writeFlush(t, owner, sinks.After(Events("7", 0, 29), wmB))
+	flushStale(t, stale)
+	wantWatermark(t, writeFlush(t, owner, Events("7", 30, 39)), 39)
+	closeWriter(t, owner)
+
+	_, wm := open(t, newSink(t, h), "7")
+	wantWatermark(t, wm, 39)
+	wantOnceInOrder(t, h, "7", 0, 39)
+}
+
+func caseCrashBetweenDataAndWatermark(t testing.TB, h Harness) {
+	// The process dies after the data is durable and before the sink's
+	// watermark is; no checkpoint follows. The next process reads again
+	// from the checkpoint (seq 9) and drops what the sink reports it holds.
+	s := newSink(t, h)
+	w, _ := open(t, s, "8")
+	writeFlush(t, w, Events("8", 0, 9))
+	h.InterruptCommit(harnessT(t), s)
+	if err := w.Write(ctx(t), Events("8", 10, 19)); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if wm, err := w.Flush(ctx(t)); err == nil {
+		t.Fatalf("Flush after InterruptCommit succeeded (watermark %v); the hook must make it fail between data and watermark", wm)
+	}
+	// A dead process never closes its writer; closing it here only frees
+	// it, as Close abandons what was not committed.
+	if err := w.Close(ctx(t)); err != nil {
+		t.Logf("closing the interrupted writer: %v", err)
+	}
+
+	w, wm := open(t, newSink(t, h), "8")
+	if wm == nil || wm.SequenceNumber < 9 {
+		t.Fatalf("watermark after the crash = %v, want at least seq 9", wm)
+	}
+	replay := Events("8", 10, 29)
+	for len(replay) > 0 {
+		n := min(6, len(replay))
+		if batch := sinks.After(replay[:n], wm); len(batch) > 0 {
+			wm = writeFlush(t, w, batch)
+		}
+		replay = replay[n:]
+	}
+	closeWriter(t, w)
+	wantWatermark(t, wm, 29)
+	wantOnceInOrder(t, h, "8", 0, 29)
 }

@@ -2,14 +2,18 @@ package sinktest
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// memoryHarness gives each test case its own Memory sink.
-func memoryHarness() Harness {
+// memoryHarness gives each test case its own Memory sink, made by fresh.
+func memoryHarness(fresh func() *Memory) Harness {
 	var mu sync.Mutex
 	sinksByTest := map[string]*Memory{}
 	get := func(t *testing.T) *Memory {
@@ -17,7 +21,7 @@ func memoryHarness() Harness {
 		defer mu.Unlock()
 		m, ok := sinksByTest[t.Name()]
 		if !ok {
-			m = NewMemory()
+			m = fresh()
 			m.SetReject(func(ev *sinks.Event) error {
 				if string(ev.Body) == "not json" {
 					return errors.New("body is not JSON")
@@ -37,35 +41,129 @@ func memoryHarness() Harness {
 			return ev
 		},
 		Fencing: true,
+		InterruptCommit: func(t *testing.T, s sinks.Sink) {
+			var once sync.Once
+			s.(*Memory).SetFault(func(point FaultPoint, _ string) error {
+				var err error
+				if point == BeforeWatermark {
+					once.Do(func() { err = errors.New("killed between data and watermark") })
+				}
+				return err
+			})
+		},
 	}
 }
 
 func TestKitAgainstMemory(t *testing.T) {
-	Run(t, memoryHarness())
+	Run(t, memoryHarness(NewMemory))
 }
 
-// brokenSink forgets everything on reopen; the kit must catch it.
-type forgetful struct{ *Memory }
+// recorder is the testing.TB a case runs on in the kit's own tests: it
+// records failures instead of failing the test, and ends the case on
+// Fatal/FailNow/Skip as the testing package does (runtime.Goexit), so the
+// case must run in a goroutine of its own (see runCase). Everything else
+// (Name, Cleanup, Logf, TempDir) is the real test's.
+type recorder struct {
+	*testing.T
+	mu       sync.Mutex
+	failures []string
+	skipped  bool
+}
 
-func TestKitCatchesForgetfulSink(t *testing.T) {
-	// Run the restart case by hand against a sink that loses its state on
-	// every New: the case must fail.
-	h := Harness{
-		New: func(t *testing.T) sinks.Sink { return forgetful{NewMemory()} },
-		Committed: func(t *testing.T, p string) []int64 {
-			return nil
-		},
+func (r *recorder) harnessT() *testing.T { return r.T }
+
+func (r *recorder) fail(msg string) {
+	r.mu.Lock()
+	r.failures = append(r.failures, msg)
+	r.mu.Unlock()
+}
+
+func (r *recorder) Fail()                       { r.fail("Fail") }
+func (r *recorder) FailNow()                    { r.fail("FailNow"); runtime.Goexit() }
+func (r *recorder) Error(args ...any)           { r.fail(fmt.Sprint(args...)) }
+func (r *recorder) Errorf(f string, a ...any)   { r.fail(fmt.Sprintf(f, a...)) }
+func (r *recorder) Fatal(args ...any)           { r.fail(fmt.Sprint(args...)); runtime.Goexit() }
+func (r *recorder) Fatalf(f string, a ...any)   { r.fail(fmt.Sprintf(f, a...)); runtime.Goexit() }
+func (r *recorder) SkipNow()                    { r.skipped = true; runtime.Goexit() }
+func (r *recorder) Skip(args ...any)            { r.SkipNow() }
+func (r *recorder) Skipf(f string, args ...any) { r.SkipNow() }
+func (r *recorder) Skipped() bool               { return r.skipped }
+
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.failures) > 0
+}
+
+// runCase runs the kit case named name against h on a recorder and
+// returns what it recorded.
+func runCase(t *testing.T, name string, h Harness) *recorder {
+	t.Helper()
+	i := slices.IndexFunc(cases, func(c kitCase) bool { return c.name == name })
+	if i < 0 {
+		t.Fatalf("no kit case %q", name)
 	}
-	ft := &testing.T{}
-	ran := make(chan struct{})
+	if cases[i].skip(h) {
+		t.Fatalf("kit case %q would be skipped for this harness", name)
+	}
+	r := &recorder{T: t}
+	done := make(chan struct{})
 	go func() {
-		defer close(ran)
-		defer func() { _ = recover() }()
-		caseRestartResumes(ft, h)
+		defer close(done)
+		cases[i].run(r, h)
 	}()
-	<-ran
-	if !ft.Failed() {
-		t.Fatal("the restart case passed against a sink that forgets its state")
+	<-done
+	return r
+}
+
+// TestKitCatchesBrokenSinks runs cases against sinks that break the
+// contract: each case must fail on them (and passes on Memory, above).
+func TestKitCatchesBrokenSinks(t *testing.T) {
+	unfenced := func() *Memory {
+		m := NewMemory()
+		m.SetFencing(false)
+		return m
+	}
+	forgetful := Harness{
+		// Loses its state on every New.
+		New:       func(t *testing.T) sinks.Sink { return NewMemory() },
+		Committed: func(t *testing.T, p string) []int64 { return nil },
+	}
+	tests := []struct {
+		sink  string
+		h     Harness
+		cases []string
+	}{
+		{"forgetful", forgetful, []string{"RestartResumesFromWatermark", "ReplayWritesNothingTwice"}},
+		{"fence removed", memoryHarness(unfenced), []string{
+			"TwoOwnersAtOnce",
+			"TwoOwnersFromWatermark",
+			"StaleOwnerFlushesLate",
+			"CrashBetweenDataAndWatermark",
+		}},
+	}
+	for _, tt := range tests {
+		for _, name := range tt.cases {
+			t.Run(tt.sink+"/"+name, func(t *testing.T) {
+				r := runCase(t, name, tt.h)
+				if !r.Failed() {
+					t.Fatalf("case %s passed against a sink that is %s", name, tt.sink)
+				}
+				t.Logf("caught: %s", strings.Join(r.failures, "; "))
+			})
+		}
+	}
+}
+
+// TestRecorderPassesGoodCases: the same cases recorded against Memory
+// record nothing, so a failure above is the broken sink's.
+func TestRecorderPassesGoodCases(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if r := runCase(t, c.name, memoryHarness(NewMemory)); r.Failed() || r.skipped {
+				t.Fatalf("failed %v (skipped %v) against Memory", r.failures, r.skipped)
+			}
+		})
 	}
 }
 

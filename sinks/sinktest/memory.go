@@ -18,20 +18,30 @@ const (
 	BeforeWrite FaultPoint = "before-write"
 	// BeforeCommit fails Flush before anything becomes durable.
 	BeforeCommit FaultPoint = "before-commit"
+	// BeforeWatermark fails Flush after the data became durable and before
+	// the watermark record is written, as a process killed between the two
+	// steps would.
+	BeforeWatermark FaultPoint = "before-watermark"
 	// AfterCommit fails Flush after the data became durable, as a connection
 	// lost while the commit was acknowledged would.
 	AfterCommit FaultPoint = "after-commit"
 )
 
 // Memory is an in-memory sink whose committed state outlives its writers,
-// so a test can stand for a process restart by opening a new writer. Commits
-// are fenced: events at or below the partition's committed watermark are
-// dropped at commit time, as a sink keeping its watermark with the data
-// would. Memory is safe for concurrent use.
+// so a test can stand for a process restart by opening a new writer.
+//
+// A commit has two steps, as in a sink that keeps a watermark record apart
+// from its data: first the data, marked with the position it reaches, then
+// the watermark record. Memory is fenced by default: it reads its watermark
+// back from the data (the later of the two), and drops at commit time the
+// events that watermark covers, so a crash between the steps
+// ([BeforeWatermark]) and two owners at once write nothing twice. Memory is
+// safe for concurrent use.
 type Memory struct {
 	mu         sync.Mutex // guards the fields below
 	committed  map[string][]sinks.Event
-	watermarks map[string]sinks.Position
+	marks      map[string]sinks.Position // the position each partition's data reaches, written with it
+	watermarks map[string]sinks.Position // the watermark record, written after the data
 	dead       map[string][]sinks.DeadLetter
 	fault      func(point FaultPoint, partition string) error
 	reject     func(ev *sinks.Event) error
@@ -43,6 +53,7 @@ type Memory struct {
 func NewMemory() *Memory {
 	return &Memory{
 		committed:  make(map[string][]sinks.Event),
+		marks:      make(map[string]sinks.Position),
 		watermarks: make(map[string]sinks.Position),
 		dead:       make(map[string][]sinks.DeadLetter),
 	}
@@ -56,9 +67,11 @@ func (m *Memory) SetFault(fn func(point FaultPoint, partition string) error) {
 	m.mu.Unlock()
 }
 
-// SetFencing turns commit-time fencing on (the default) or off. Without it
-// the sink commits whatever it is given, duplicates included, which lets a
-// test see whether the code driving the sink drops what the watermark covers.
+// SetFencing turns fencing on (the default) or off. Without it the sink
+// trusts its writers: it commits whatever it is given, duplicates included,
+// and reports the watermark record alone, which lets a test see whether the
+// code driving the sink drops what the watermark covers (and is the broken
+// sink the conformance kit must catch).
 func (m *Memory) SetFencing(on bool) {
 	m.mu.Lock()
 	m.unfenced = !on
@@ -134,11 +147,24 @@ func (m *Memory) faultAt(p FaultPoint, partition string) error {
 func (m *Memory) Open(_ context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w := &memoryWriter{m: m, partition: partition}
+	return &memoryWriter{m: m, partition: partition}, m.watermark(partition), nil
+}
+
+// watermark is what the sink holds of a partition: the later of its data's
+// mark and its watermark record when fenced, the record alone when not.
+// m.mu must be held.
+func (m *Memory) watermark(partition string) *sinks.Position {
+	var out *sinks.Position
 	if pos, ok := m.watermarks[partition]; ok {
-		return w, &pos, nil
+		out = &pos
 	}
-	return w, nil, nil
+	if m.unfenced {
+		return out
+	}
+	if pos, ok := m.marks[partition]; ok {
+		out = sinks.Later(out, &pos)
+	}
+	return out
 }
 
 // Close implements [sinks.Sink]; the committed state stays readable.
@@ -223,30 +249,43 @@ func (w *memoryWriter) Flush(context.Context) (*sinks.Position, error) {
 	if len(w.refused) > 0 {
 		return nil, &sinks.RejectedError{Rejected: slices.Clone(w.refused)}
 	}
+	// The data, marked with the position it reaches.
 	m.mu.Lock()
-	wm, has := m.watermarks[w.partition]
-	fenced := has && !m.unfenced
+	var fence *sinks.Position // nil: nothing to drop
+	if !m.unfenced {
+		fence = m.watermark(w.partition)
+	}
 	for _, ev := range w.pending {
-		if fenced && ev.SequenceNumber <= wm.SequenceNumber {
+		if sinks.Covers(fence, ev.SequenceNumber) {
 			continue // fenced: another writer committed it already
 		}
 		m.committed[w.partition] = append(m.committed[w.partition], ev)
 	}
 	for _, dl := range w.letters {
-		if fenced && dl.Event.SequenceNumber <= wm.SequenceNumber {
+		if sinks.Covers(fence, dl.Event.SequenceNumber) {
 			continue
 		}
 		m.dead[w.partition] = append(m.dead[w.partition], dl)
 	}
-	if w.last != nil && (!has || w.last.SequenceNumber > wm.SequenceNumber) {
-		m.watermarks[w.partition] = *w.last
+	last := w.last
+	if mark, ok := m.marks[w.partition]; ok {
+		last = sinks.Later(&mark, last)
 	}
-	var out *sinks.Position
-	if pos, ok := m.watermarks[w.partition]; ok {
-		out = &pos
+	if last != nil {
+		m.marks[w.partition] = *last
 	}
 	m.mu.Unlock()
 	w.pending, w.letters = w.pending[:0], w.letters[:0]
+	if err := m.faultAt(BeforeWatermark, w.partition); err != nil {
+		return nil, err
+	}
+	// The watermark record.
+	m.mu.Lock()
+	if wm, ok := m.watermarks[w.partition]; w.last != nil && (!ok || w.last.SequenceNumber > wm.SequenceNumber) {
+		m.watermarks[w.partition] = *w.last
+	}
+	out := m.watermark(w.partition)
+	m.mu.Unlock()
 	if err := m.faultAt(AfterCommit, w.partition); err != nil {
 		return nil, err
 	}
