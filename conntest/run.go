@@ -331,10 +331,6 @@ type mapTarget struct {
 	stops bool
 }
 
-func newMapTarget(cols mapping.Columns, stops bool) (*mapTarget, error) {
-	return newMapTargetWith(cols, mapping.Options{}, stops)
-}
-
 func newMapTargetWith(cols mapping.Columns, opts mapping.Options, stops bool) (*mapTarget, error) {
 	m, err := mapping.CompileWith(cols, opts)
 	if err != nil {
