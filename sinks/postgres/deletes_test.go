@@ -300,3 +300,18 @@ func TestSkippedEventsMoveTheWatermark(t *testing.T) {
 		t.Fatalf("a truncate: %v, want a BatchError", err)
 	}
 }
+
+// TestCleanupClock: one cleanup per interval, claimed by one caller.
+func TestCleanupClock(t *testing.T) {
+	var c cleanupClock
+	t0 := time.Unix(1_800_000_000, 0)
+	steps := []struct {
+		at   time.Duration
+		want bool
+	}{{0, true}, {0, false}, {30 * time.Minute, false}, {time.Hour, true}, {time.Hour + time.Second, false}, {3 * time.Hour, true}}
+	for _, s := range steps {
+		if got := c.due(t0.Add(s.at), time.Hour); got != s.want {
+			t.Fatalf("due at +%v = %t, want %t", s.at, got, s.want)
+		}
+	}
+}
