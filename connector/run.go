@@ -220,7 +220,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		UpdateInterval:      spec.Source.LoadBalancing.UpdateInterval,
 		OwnershipExpiration: spec.Source.LoadBalancing.OwnershipExpiration,
 		Store:               store,
-		Watermark:           runnerFirst(runner, sinkWatermark(sink)),
+		Claim:               claimWriter(runner, sink),
 		OnHeal:              func(reason string) { met.healed(spec.Name, reason) },
 		Logger:              log,
 	}
@@ -319,26 +319,32 @@ type partitionAdapter struct{ p *source.Partition }
 func (a partitionAdapter) ID() string { return a.p.ID() }
 
 func (a partitionAdapter) Receive(ctx context.Context) ([]sinks.Event, error) {
-	events, err := a.p.Receive(ctx)
-	return events, translateLost(err)
+	return a.p.Receive(ctx)
 }
 
 // Heartbeat tells the source's watchdog that the partition is alive while
 // the runner retries or holds back instead of receiving.
 func (a partitionAdapter) Heartbeat() { a.p.Heartbeat() }
 
+// TakeWriter returns the sink writer the claim opened (see claimWriter)
+// and the watermark it reported, when there is one.
+func (a partitionAdapter) TakeWriter() (sinks.Writer, *sinks.Position, bool) {
+	v, wm, ok := a.p.TakeOpened()
+	if !ok {
+		return nil, nil, false
+	}
+	w, isWriter := v.(sinks.Writer)
+	if !isWriter {
+		return nil, nil, false
+	}
+	return w, wm, true
+}
+
 // StoredCheckpoint is the source's: the checkpoint stored at the claim.
 func (a partitionAdapter) StoredCheckpoint() (int64, bool) { return a.p.StoredCheckpoint() }
 
 func (a partitionAdapter) Checkpoint(ctx context.Context, pos sinks.Position) error {
-	return translateLost(a.p.Checkpoint(ctx, pos))
-}
-
-func translateLost(err error) error {
-	if err != nil && errors.Is(err, source.ErrOwnershipLost) {
-		return fmt.Errorf("%w: %w", ErrOwnershipLost, err)
-	}
-	return err
+	return a.p.Checkpoint(ctx, pos)
 }
 
 // giveUp tells the source to give a partition's lease up when the runner
@@ -350,29 +356,23 @@ func giveUp(err error) error {
 	return err
 }
 
-// runnerFirst answers with the running partition's watermark when the
-// runner drives the partition, and asks the sink otherwise.
-func runnerFirst(r *Runner, sink func(context.Context, string) (*sinks.Position, error)) func(context.Context, string) (*sinks.Position, error) {
-	return func(ctx context.Context, partition string) (*sinks.Position, error) {
+// claimWriter opens the sink's writer of a newly claimed partition for the
+// source, which works out the resume position from the watermark the
+// writer reports and hands the writer to the partition's RunPartition
+// (partitionAdapter.TakeWriter): one Open per claim. A partition the
+// runner still drives (its old handler draining while the new claim is
+// made) answers with its committed watermark and opens nothing, as a
+// second writer would disturb the first (a sink's Open cleans up what an
+// earlier writer left behind); RunPartition then opens its own.
+func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sinks.Position, source.Opened, error) {
+	return func(ctx context.Context, partition string) (*sinks.Position, source.Opened, error) {
 		if wm, ok := r.Watermark(partition); ok {
-			return wm, nil
+			return wm, nil, nil
 		}
-		return sink(ctx, partition)
-	}
-}
-
-// sinkWatermark asks the sink for a partition's committed watermark by
-// opening a writer for it and closing it again (writers abandon nothing when
-// nothing was written).
-func sinkWatermark(sink sinks.Sink) func(ctx context.Context, partition string) (*sinks.Position, error) {
-	return func(ctx context.Context, partition string) (*sinks.Position, error) {
 		w, wm, err := sink.Open(ctx, partition)
 		if err != nil {
-			return nil, fmt.Errorf("sink watermark of partition %s: %w", partition, err)
+			return nil, nil, fmt.Errorf("opening the sink for partition %s: %w", partition, err)
 		}
-		if err := w.Close(ctx); err != nil {
-			return nil, fmt.Errorf("sink watermark of partition %s: close: %w", partition, err)
-		}
-		return wm, nil
+		return wm, w, nil
 	}
 }

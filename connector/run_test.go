@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -219,5 +220,80 @@ func TestRunIsolatesAPermanentFailure(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "healthy") {
 		t.Errorf("Run = %v: the healthy connector did not fail", err)
+	}
+}
+
+// countingSink counts the writers opened and closed per partition.
+type countingSink struct {
+	sinks.Sink
+	mu     sync.Mutex
+	opens  map[string]int
+	closes map[string]int
+}
+
+type countingWriter struct {
+	sinks.Writer
+	s         *countingSink
+	partition string
+}
+
+func (c *countingSink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+	w, wm, err := c.Sink.Open(ctx, partition)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	c.opens[partition]++
+	c.mu.Unlock()
+	return countingWriter{w, c, partition}, wm, nil
+}
+
+func (w countingWriter) Close(ctx context.Context) error {
+	w.s.mu.Lock()
+	w.s.closes[w.partition]++
+	w.s.mu.Unlock()
+	return w.Writer.Close(ctx)
+}
+
+type countingDriver struct{ s *countingSink }
+
+func (d countingDriver) NewConfig() any { return &struct{}{} }
+func (d countingDriver) New(context.Context, any, sinks.Info) (sinks.Sink, error) {
+	return d.s, nil
+}
+
+// TestRunOpensSinkOncePerClaim: the writer that reports the watermark a
+// claimed partition resumes from is the one that runs it, so one replica
+// that claims each partition once opens each partition's writer once, and
+// closes it.
+func TestRunOpensSinkOncePerClaim(t *testing.T) {
+	dir := t.TempDir()
+	mem := sinktest.NewMemory()
+	counting := &countingSink{Sink: mem, opens: map[string]int{}, closes: map[string]int{}}
+	var reg sinks.Registry
+	reg.Register("counting", countingDriver{counting})
+	partitions := []string{"0", "1", "2", "3"}
+	cfg := &Config{
+		DrainTimeout: 10 * time.Second,
+		Emulator: &EmulatorSpec{
+			Hubs:    map[string]int{"orders": 4},
+			DataDir: filepath.Join(dir, "emulator"),
+			Demo:    &DemoSpec{Count: 400, Rate: 1e6, Keys: 50},
+		},
+		Connectors: []Spec{{
+			Name:       "orders",
+			Source:     SourceSpec{Connection: "emulator", EventHub: "orders", Start: "earliest", Batch: BatchSpec{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: LoadBalancingSpec{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}},
+			Checkpoint: CheckpointSpec{File: &FileCheckpointSpec{Dir: filepath.Join(dir, "checkpoints")}},
+			Sink:       SinkSpec{Type: "counting"},
+			Errors:     ErrorsSpec{DeadLetter: DeadLetterSpec{Dir: filepath.Join(dir, "dead")}},
+		}},
+	}
+	runUntil(t, cfg, RunOptions{Registry: &reg, DevEnv: testDevEnv{}}, mem, partitions, 400)
+	counting.mu.Lock()
+	defer counting.mu.Unlock()
+	for _, p := range partitions {
+		if counting.opens[p] != 1 || counting.closes[p] != 1 {
+			t.Errorf("partition %s: %d writers opened, %d closed; want 1 and 1 (one claim)", p, counting.opens[p], counting.closes[p])
+		}
 	}
 }

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/source"
 )
 
-// ErrOwnershipLost is matched (errors.Is) by a partition's Receive when
-// another owner took the partition. The runner then abandons what it has
-// not flushed and stops without checkpointing: the new owner resumes from
-// the sink's watermark.
-var ErrOwnershipLost = errors.New("partition ownership lost")
+// ErrOwnershipLost is matched (errors.Is) by a partition's Receive or
+// Checkpoint when another owner took the partition. The runner then
+// abandons what it has not flushed and stops without checkpointing: the new
+// owner resumes from the sink's watermark. It is the source's sentinel, so
+// that the source's partitions report it as they are.
+var ErrOwnershipLost = source.ErrOwnershipLost
 
 // ErrSinkUnavailable is matched (errors.Is) by the error of a partition the
 // runner stopped because the connector's circuit breaker stayed open for
@@ -44,6 +46,14 @@ type Partition interface {
 	Receive(ctx context.Context) ([]sinks.Event, error)
 	// Checkpoint records pos as the partition's checkpoint.
 	Checkpoint(ctx context.Context, pos sinks.Position) error
+}
+
+// writerTaker is implemented by a Partition whose claim opened the sink's
+// writer already (the source's, through claimWriter): the runner runs the
+// partition with that writer, whose watermark decided where the partition
+// resumes, instead of opening a second one.
+type writerTaker interface {
+	TakeWriter() (sinks.Writer, *sinks.Position, bool)
 }
 
 // storedCheckpointer is implemented by a Partition that knows the
@@ -368,6 +378,11 @@ func (r *Runner) errorf(src Partition, format string, args ...any) error {
 }
 
 func (r *Runner) openWriter(ctx context.Context, src Partition) (w sinks.Writer, wm *sinks.Position, err error) {
+	if t, ok := src.(writerTaker); ok {
+		if w, wm, ok := t.TakeWriter(); ok {
+			return w, wm, nil
+		}
+	}
 	err = r.retry(ctx, "open sink", heartbeat(src), func(ctx context.Context) error {
 		w, wm, err = r.opts.Sink.Open(ctx, src.ID())
 		return err

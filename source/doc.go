@@ -11,7 +11,9 @@
 //   - start positions from configuration (earliest, latest, an enqueued
 //     time, seq:N, per partition), used only when nothing was committed;
 //   - the resume position, the later of the store's checkpoint and the sink's
-//     own committed watermark ([Options.Watermark]);
+//     own committed watermark ([Options.Claim], which opens the sink's
+//     writer once per claim and hands it to the handler through
+//     [Partition.TakeOpened]; or [Options.Watermark], which reads it only);
 //   - an explicit policy for checkpoints that point at positions that no
 //     longer exist ([Options.OnInvalidCheckpoint]);
 //   - [ErrOwnershipLost] from [Partition.Receive] and [Partition.Checkpoint]

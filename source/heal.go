@@ -39,12 +39,23 @@ func (s *Source) noteClaims(got []azeventhubs.Ownership) {
 			claimed[o.PartitionID] = o
 		}
 	}
+	var gone []string
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		s.closeOpened(ctx, gone)
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.claimed = claimed
 	for id := range s.resolved {
 		if _, ok := claimed[id]; !ok {
 			delete(s.resolved, id)
+		}
+	}
+	for id := range s.opened {
+		if _, ok := claimed[id]; !ok {
+			gone = append(gone, id)
 		}
 	}
 	for id := range s.idleSince {
@@ -67,12 +78,15 @@ func (s *Source) noteClaims(got []azeventhubs.Ownership) {
 // worked out for the current claim.
 func (s *Source) unresolve(id string, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.unresolved == nil {
 		s.unresolved = map[string]error{}
 	}
 	s.unresolved[id] = err
 	delete(s.resolved, id)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	s.closeOpened(ctx, []string{id})
 }
 
 // takeUnresolved returns (and forgets) why partition id has no resume

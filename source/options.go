@@ -82,6 +82,16 @@ type Options struct {
 	// partition (nil: nothing committed). The resume position of a newly
 	// owned partition is the later of it and the checkpoint.
 	Watermark func(ctx context.Context, partition string) (*sinks.Position, error)
+	// Claim, when set, is used instead of Watermark: called once for each
+	// claim of a partition, it returns the sink's committed position for
+	// the partition together with what it opened to read it (the sink's
+	// writer for the partition), still open. The partition's handler takes
+	// it with [Partition.TakeOpened] and runs the partition with it, so the
+	// sink is opened once per claim and the position the partition resumes
+	// from is the one that writer holds. What no handler takes (the claim
+	// ended first, or the resume position could not be worked out) is
+	// closed by the source.
+	Claim func(ctx context.Context, partition string) (*sinks.Position, Opened, error)
 	// InstanceID is this replica's owner ID in the ownership leases and its
 	// receiver name on the service. If empty, a random ID.
 	InstanceID string
@@ -95,6 +105,14 @@ type Options struct {
 	// (tests: an injected failure reaches the source at once instead of
 	// after the SDK's retries, seconds apart).
 	clientRetry azeventhubs.RetryOptions
+}
+
+// Opened is what [Options.Claim] opened for a claimed partition: the sink's
+// writer, as far as the source is concerned something to close when no
+// handler takes it.
+type Opened interface {
+	// Close releases what was opened, abandoning anything not committed.
+	Close(ctx context.Context) error
 }
 
 // withDefaults returns a copy of o with defaults applied.

@@ -197,6 +197,7 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 	// slow partition does not use the whole budget of the others.
 	type result struct {
 		resume *azeventhubs.Checkpoint
+		opened opened
 		err    error
 	}
 	results := make([]result, len(ids))
@@ -212,7 +213,7 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i].resume, results[i].err = r.resume(bctx, id, cp)
+			results[i].resume, results[i].opened, results[i].err = r.resume(bctx, id, cp)
 		}()
 	}
 	wg.Wait()
@@ -233,6 +234,9 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 		}
 		delete(r.s.unresolved, id)
 		r.s.mu.Unlock()
+		if results[i].opened.v != nil {
+			r.s.keepOpened(context.WithoutCancel(ctx), id, results[i].opened)
+		}
 		if resume == nil {
 			delete(byID, id)
 		} else {
@@ -249,25 +253,56 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 }
 
 // resume returns the checkpoint partition id should start after (nil: none,
-// the configured start position applies).
-func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Checkpoint) (*azeventhubs.Checkpoint, error) {
+// the configured start position applies), and what Options.Claim opened
+// to read the sink's watermark (nothing on error: it is closed).
+func (r *resumeStore) resume(ctx context.Context, id string, cp *azeventhubs.Checkpoint) (*azeventhubs.Checkpoint, opened, error) {
+	o, err := r.watermark(ctx, id)
+	if err != nil {
+		return nil, opened{}, err
+	}
+	resume, err := r.resumeAfter(ctx, id, cp, o.wm)
+	if err != nil {
+		r.s.closeOpenedValue(context.WithoutCancel(ctx), id, o)
+		return nil, opened{}, err
+	}
+	return resume, o, nil
+}
+
+// watermark reads the sink's committed position of partition id through
+// Options.Claim (keeping what it opened) or Options.Watermark.
+func (r *resumeStore) watermark(ctx context.Context, id string) (opened, error) {
 	s := r.s
-	var wm *sinks.Position
-	if s.opts.Watermark != nil {
-		var err error
-		wm, err = retryStore(ctx, s, "read the sink's watermark", func() (*sinks.Position, error) {
+	var (
+		o   opened
+		err error
+	)
+	switch {
+	case s.opts.Claim != nil:
+		o, err = retryStore(ctx, s, "open the sink's writer", func() (opened, error) {
+			wm, v, err := s.opts.Claim(ctx, id)
+			return opened{v: v, wm: wm}, err
+		}, isPermanentSinkError)
+	case s.opts.Watermark != nil:
+		o.wm, err = retryStore(ctx, s, "read the sink's watermark", func() (*sinks.Position, error) {
 			return s.opts.Watermark(ctx, id)
 		}, isPermanentSinkError)
-		if err != nil {
-			err = fmt.Errorf("event hub %q partition %s: reading the sink's watermark: %w", s.hub, id, err)
-			if isPermanentSinkError(err) && ctx.Err() == nil {
-				// the sink refuses for good (a table that does not match,
-				// credentials): the connector cannot serve any partition
-				r.fail(err)
-			}
-			return nil, err
-		}
 	}
+	if err != nil {
+		err = fmt.Errorf("event hub %q partition %s: reading the sink's watermark: %w", s.hub, id, err)
+		if isPermanentSinkError(err) && ctx.Err() == nil {
+			// the sink refuses for good (a table that does not match,
+			// credentials): the connector cannot serve any partition
+			r.fail(err)
+		}
+		return opened{}, err
+	}
+	return o, nil
+}
+
+// resumeAfter works out where partition id resumes from its stored
+// checkpoint cp and the sink's watermark wm.
+func (r *resumeStore) resumeAfter(ctx context.Context, id string, cp *azeventhubs.Checkpoint, wm *sinks.Position) (*azeventhubs.Checkpoint, error) {
+	s := r.s
 	rp := checkpoint.Resume(cp, wm)
 	switch {
 	case rp.Source == checkpoint.FromStart:
