@@ -94,10 +94,18 @@ func benchEvents(n int) []sinks.Event {
 // runSink writes events through the sink in batches of 500, as the runner
 // would, rolling when FlushDue says so, and flushes at the end.
 func runSink(b *testing.B, dir string, events []sinks.Event) {
+	runSinkWith(b, dir, events, nil)
+}
+
+// runSinkWith is runSink with edit applied to the config.
+func runSinkWith(b *testing.B, dir string, events []sinks.Event, edit func(*Config)) {
 	ctx := context.Background()
 	c := NewConfig()
 	c.Dir = dir
 	c.Columns = benchColumns(b)
+	if edit != nil {
+		edit(c)
+	}
 	s, err := New(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
 	if err != nil {
 		b.Fatal(err)

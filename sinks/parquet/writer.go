@@ -38,7 +38,7 @@ type writer struct {
 	spare  [][]*pq.GenericWriter[any]
 	closed bool
 	// scratch, reused across Writes
-	rows []pq.Row
+	row  pq.Row
 	vals []any
 }
 
@@ -82,6 +82,9 @@ type dataFile struct {
 	rows    int64
 	name    string // the final name, set by Flush
 	done    bool   // published
+	// buffered are the rows of the current Write, written to pw at its
+	// end (one WriteRows per file and Write); its spare slots are reused.
+	buffered []pq.Row
 }
 
 // begin starts the commit whose first taken event is e.
@@ -99,10 +102,8 @@ func (w *writer) begin(e *sinks.Event) {
 // e.
 func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks.Event) (*dataFile, error) {
 	f := w.file
-	for _, df := range f.files {
-		if df.ri == ri && slices.Equal(df.values, values) {
-			return df, nil
-		}
+	if df := w.openDataFile(ri, values); df != nil {
+		return df, nil
 	}
 	vars := w.vars
 	vars.values = values
@@ -149,9 +150,6 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 		return sinks.ErrClosed
 	}
 	var failed []sinks.EventError
-	w.rows = w.rows[:0]
-	var cur *dataFile // the file w.rows go to
-	curFirst := -1    // the index of the first event of w.rows
 	lastTaken := -1
 	for i := range events {
 		e := &events[i]
@@ -183,24 +181,26 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}
-		var df *dataFile // the event's file, found at its first row
+		df := w.openDataFile(ri, values) // nil until the event's first row
 		pathFailed := false
 		for j := range rows.Len() {
-			// The row is built in the spare slot k of w.rows, reusing its
-			// memory.
-			k := len(w.rows)
+			// The row is built in the file's next spare slot, reusing its
+			// memory, or in the writer's scratch row for a new file.
 			var row pq.Row
-			if k < cap(w.rows) {
-				row = w.rows[:k+1][k][:0]
+			if df == nil {
+				row = w.row[:0] // copied into the new file's rows below
+			} else if n := len(df.buffered); n < cap(df.buffered) {
+				row = df.buffered[:n+1][n][:0]
 			}
 			if row, w.vals, err = r.mapper.mapRow(rows, j, row, w.vals); err != nil {
 				failed = append(failed, sinks.EventError{Index: i, Err: err})
 				continue
 			}
-			if w.file == nil {
-				w.begin(e)
-			}
 			if df == nil {
+				if w.file == nil {
+					w.begin(e)
+				}
+				w.row = row
 				df, err = w.dataFile(ctx, ri, values, e)
 				var pe *pathError
 				if errors.As(err, &pe) {
@@ -209,30 +209,12 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 					break
 				} else if err != nil {
 					rows.Close()
+					w.dropPending()
 					return fmt.Errorf("connector %q partition %s seq %d: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 				}
+				row = append(pq.Row(nil), row...)
 			}
-			if df != cur && cur != nil {
-				if err := w.writeRows(ctx, cur, events[curFirst:i+1]); err != nil {
-					rows.Close()
-					return err
-				}
-			}
-			switch {
-			case df == cur:
-				w.rows = append(w.rows, row)
-			case k < cap(w.rows):
-				// A new file: its first row moves to slot 0, whose memory
-				// goes to slot k, so that no two slots share an array.
-				cur, curFirst = df, i
-				full := w.rows[:k+1]
-				full[k] = row
-				full[0], full[k] = full[k], full[0]
-				w.rows = full[:1]
-			default:
-				cur, curFirst = df, i
-				w.rows = append(w.rows[:0], row)
-			}
+			df.buffered = append(df.buffered, row)
 		}
 		rows.Close()
 		if !pathFailed {
@@ -244,9 +226,13 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			lastTaken = i
 		}
 	}
-	if cur != nil {
-		if err := w.writeRows(ctx, cur, events[curFirst:]); err != nil {
-			return err
+	if w.file != nil {
+		for _, df := range w.file.files {
+			if len(df.buffered) > 0 {
+				if err := w.writeRows(ctx, df, events); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if lastTaken >= 0 {
@@ -258,16 +244,16 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	return nil
 }
 
-// writeRows writes w.rows to df; events are those the rows came from (and
-// others between them), for error messages.
+// writeRows writes df's pending rows to its file; events are the batch
+// they came from, for error messages.
 func (w *writer) writeRows(ctx context.Context, df *dataFile, events []sinks.Event) error {
-	if _, err := df.pw.WriteRows(w.rows); err != nil {
+	if _, err := df.pw.WriteRows(df.buffered); err != nil {
 		return w.broken(ctx, fmt.Errorf("connector %q partition %s seq %d..%d: write rows: %w",
 			w.s.info.Connector, w.partition, events[0].SequenceNumber, events[len(events)-1].SequenceNumber, err))
 	}
-	df.rows += int64(len(w.rows))
-	w.file.rows += int64(len(w.rows))
-	w.rows = w.rows[:0]
+	df.rows += int64(len(df.buffered))
+	w.file.rows += int64(len(df.buffered))
+	df.buffered = df.buffered[:0]
 	// Row groups go to the file when their buffered size reaches the
 	// limit, which bounds memory by row_group_size per open file.
 	if df.pw.Size()-df.counter.n >= int64(w.s.cfg.RowGroupSize) {
@@ -276,6 +262,31 @@ func (w *writer) writeRows(ctx context.Context, df *dataFile, events []sinks.Eve
 		}
 	}
 	return nil
+}
+
+// openDataFile returns the data file of route ri and values in the open
+// commit, or nil.
+func (w *writer) openDataFile(ri int, values []string) *dataFile {
+	if w.file == nil {
+		return nil
+	}
+	for _, df := range w.file.files {
+		if df.ri == ri && slices.Equal(df.values, values) {
+			return df
+		}
+	}
+	return nil
+}
+
+// dropPending forgets the rows a failed Write gathered and did not write:
+// the batch is given again, and they would be written twice.
+func (w *writer) dropPending() {
+	if w.file == nil {
+		return
+	}
+	for _, df := range w.file.files {
+		df.buffered = df.buffered[:0]
+	}
 }
 
 // take extends the file's range to e.
