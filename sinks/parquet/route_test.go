@@ -257,3 +257,34 @@ func TestRoutedConformance(t *testing.T) {
 		Fencing: true,
 	})
 }
+
+// TestRoutedPathOfTwoRoutes: an event whose path value makes another
+// route's file name in the same commit is a dead letter; and the commit
+// rolls once it has max_open_files files.
+func TestRoutedPathOfTwoRoutes(t *testing.T) {
+	d := localDestination(t)
+	s := newSink(t, d, func(c *Config) {
+		c.Routes = []Route{
+			{Name: "fixed", When: `$.customer == 'c-0'`, Path: "low/partition={partition}/{partition}-{first_seq}-{last_seq}.parquet", Columns: kitColumns(t)},
+			{Path: "{$.customer}/partition={partition}/{partition}-{first_seq}-{last_seq}.parquet", Columns: kitColumns(t)},
+		}
+		c.Columns = nil
+		c.MaxOpenFiles = 3
+	})
+	events := sinktest.Events("0", 0, 2) // customers c-0, c-1, c-2
+	events[1].Body = []byte(strings.Replace(string(events[1].Body), `"customer":"c-1"`, `"customer":"low"`, 1))
+	w, _ := open(t, s, "0")
+	defer w.Close(ctxT(t))
+	var be *sinks.BatchError
+	if err := w.Write(ctxT(t), events); !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != 1 ||
+		!strings.Contains(be.Failed[0].Err.Error(), "is route fixed's file in this commit") {
+		t.Fatalf("Write = %v, want event 1 refused for naming route fixed's file", err)
+	}
+	if w.FlushDue(s.now()) {
+		t.Fatal("FlushDue with 2 files, want false below max_open_files 3")
+	}
+	writeAll(t, w, sinktest.Events("0", 3, 3)) // c-3: a third file
+	if !w.FlushDue(s.now()) {
+		t.Fatal("FlushDue with 3 files = false, want true at max_open_files")
+	}
+}

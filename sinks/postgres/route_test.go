@@ -5,6 +5,7 @@ import (
 
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ehsink/ehsink/mapping"
@@ -232,4 +233,70 @@ func mustCols(t testing.TB, m map[string]any) mapping.Columns {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// TestRoutedConformance runs the conformance kit on a routed connector
+// (two tables, append and upsert): restarts, replays, two owners at once
+// and dead letters hold across both tables.
+func TestRoutedConformance(t *testing.T) {
+	for _, mode := range []string{ModeAppend, ModeUpsert} {
+		t.Run(mode, func(t *testing.T) {
+			dsns := map[string]string{}
+			var mu sync.Mutex
+			dsnFor := func(t *testing.T) string {
+				mu.Lock()
+				defer mu.Unlock()
+				if dsns[t.Name()] == "" {
+					dsns[t.Name()] = newDB(t)
+				}
+				return dsns[t.Name()]
+			}
+			sinktest.Run(t, sinktest.Harness{
+				New: func(t *testing.T) sinks.Sink {
+					cfg := routedConfig(t, dsnFor(t), mode)
+					for i := range cfg.Routes {
+						if mode == ModeUpsert {
+							cfg.Routes[i].Key = []string{"id"} // one row per event, so every seq is visible
+						}
+					}
+					return newTestSink(t, cfg)
+				},
+				Committed: func(t *testing.T, partition string) []int64 {
+					seqs := queryInts(t, dsnFor(t), `SELECT seq FROM low WHERE part = $1 UNION ALL SELECT seq FROM high WHERE part = $1`, partition)
+					slices.Sort(seqs)
+					return seqs
+				},
+				BadEvent: func(partition string, seq int64) sinks.Event {
+					ev := sinktest.Event(partition, seq)
+					ev.Body = []byte(strings.Replace(string(ev.Body), `"amount":`, `"amount":"abc","x":`, 1))
+					return ev
+				},
+				Fencing: true,
+			})
+		})
+	}
+}
+
+// TestRoutedTableOfTwoRoutes: a templated table that names another route's
+// table is a dead letter, not a second mapping into the same table.
+func TestRoutedTableOfTwoRoutes(t *testing.T) {
+	dsn := newDB(t)
+	cols := mustCols(t, map[string]any{"id": "$.id", "kind": "$.kind"})
+	cfg := &Config{DSN: secret.String(dsn), PoolSize: 1, CreateTable: true, Routes: []Route{
+		{Name: "fixed", When: `$.kind == 'fixed'`, Table: "ev_a", Columns: cols},
+		{Name: "by kind", Table: "ev_{$.kind}", Columns: cols},
+	}}
+	s := newTestSink(t, cfg)
+	ctx := testCtx(t)
+	w, _, err := s.Open(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	ev := sinktest.Event("0", 0)
+	ev.Body = []byte(`{"id":"1","kind":"a"}`)
+	var be *sinks.BatchError
+	if err := w.Write(ctx, []sinks.Event{ev}); !errors.As(err, &be) || !strings.Contains(be.Failed[0].Err.Error(), "table ev_a is written by route fixed") {
+		t.Fatalf("Write = %v, want the event refused for naming route fixed's table", err)
+	}
 }
