@@ -11,7 +11,6 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/ehsink/ehsink/mapping"
 )
@@ -38,7 +37,8 @@ func buildSchema(name string, cols mapping.Columns) (*pq.Schema, error) {
 		}
 		if c.Type.Kind != mapping.KindBoolean {
 			// Statistics and dictionaries are on: the writer falls back to
-			// plain pages when a column's dictionary outgrows its limit.
+			// plain pages when a column's dictionary outgrows
+			// dictionaryMaxBytes.
 			n = pq.Encoded(n, &pq.RLEDictionary)
 		}
 		if c.Nullable {
@@ -114,7 +114,7 @@ func decimalBytes(precision int) int {
 func codec(name string) (compress.Codec, error) {
 	switch name {
 	case "", "zstd":
-		return &zstd.Codec{Level: zstd.SpeedDefault}, nil
+		return &zstdCodec{}, nil
 	case "snappy":
 		return &snappy.Codec{}, nil
 	case "none":

@@ -126,7 +126,7 @@ func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks
 		df.pw.Reset(df.counter)
 	} else {
 		df.pw = pq.NewGenericWriter[any](df.counter, w.s.routes[ri].schema, pq.Compression(w.s.codec),
-			pq.DataPageStatistics(true), pq.CreatedBy("ehsink", "", ""))
+			pq.DataPageStatistics(true), pq.CreatedBy("ehsink", "", ""), pq.DictionaryMaxBytes(dictionaryMaxBytes))
 	}
 	f.files = append(f.files, df)
 	return df, nil
