@@ -18,6 +18,21 @@ func unknownKey(key string, known []string) error {
 	return fmt.Errorf("unknown key (known keys: %s)", strings.Join(known, ", "))
 }
 
+// OneOf checks that v is one of allowed; the error lists them and suggests
+// the closest when v looks like a typo of one. Validators use it for enum
+// values.
+func OneOf(v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	if s := Suggest(v, allowed); s != "" {
+		return fmt.Errorf("%s: must be one of %s (did you mean %s?)", Quote(v), strings.Join(allowed, ", "), s)
+	}
+	return fmt.Errorf("%s: must be one of %s", Quote(v), strings.Join(allowed, ", "))
+}
+
 // Suggest returns the candidate closest to word by edit distance (with
 // transpositions, case-insensitive), or "" if none is close enough to be a
 // likely typo: at most a third of the word's length (but at least one edit,

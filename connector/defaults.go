@@ -5,36 +5,29 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/ehsink/ehsink/source"
 )
 
 // The defaults written on the fields of spec.go, in one place.
 const (
-	defaultDrainTimeout        = 30 * time.Second
-	defaultEmulatorListen      = "127.0.0.1:0"
-	defaultEmulatorHub         = "orders"
-	defaultEmulatorPartitions  = 4
-	defaultDemoRate            = 20
-	defaultDemoKeys            = 50
-	defaultCredential          = "default"
-	defaultConsumerGroup       = "$Default"
-	defaultStart               = "earliest"
-	defaultOnInvalidCheckpoint = "fail"
-	defaultBatchMaxEvents      = 2000
-	defaultBatchMaxWait        = time.Second
-	defaultPrefetch            = 2000
-	defaultStrategy            = "balanced"
-	defaultUpdateInterval      = 10 * time.Second
-	defaultOwnershipExpiration = 60 * time.Second
-	defaultCheckpointDir       = ".ehsink/checkpoints"
-	defaultInitialBackoff      = 200 * time.Millisecond
-	defaultMaxBackoff          = 30 * time.Second
-	defaultTolerance           = "all"
-	defaultBreakerFailures     = 5
-	defaultProbeInterval       = time.Second
-	defaultMaxProbeInterval    = time.Minute
-	defaultDeadLetterRoot      = ".ehsink/dead-letters"
-	defaultHTTPListen          = "127.0.0.1:9464"
-	defaultLagInterval         = 10 * time.Second
+	defaultDrainTimeout       = 30 * time.Second
+	defaultEmulatorListen     = "127.0.0.1:0"
+	defaultEmulatorHub        = "orders"
+	defaultEmulatorPartitions = 4
+	defaultDemoRate           = 20
+	defaultDemoKeys           = 50
+	defaultCredential         = "default"
+	defaultCheckpointDir      = ".ehsink/checkpoints"
+	defaultInitialBackoff     = 200 * time.Millisecond
+	defaultMaxBackoff         = 30 * time.Second
+	defaultTolerance          = "all"
+	defaultBreakerFailures    = 5
+	defaultProbeInterval      = time.Second
+	defaultMaxProbeInterval   = time.Minute
+	defaultDeadLetterRoot     = ".ehsink/dead-letters"
+	defaultHTTPListen         = "127.0.0.1:9464"
+	defaultLagInterval        = 10 * time.Second
 )
 
 // withDefaults returns a copy of c with every zero field that has a
@@ -93,34 +86,7 @@ func (s *Spec) withDefaults() {
 	if src.Namespace != "" && src.Credential == "" {
 		src.Credential = defaultCredential
 	}
-	if src.ConsumerGroup == "" {
-		src.ConsumerGroup = defaultConsumerGroup
-	}
-	if src.Start == "" {
-		src.Start = defaultStart
-	}
-	if src.OnInvalidCheckpoint == "" {
-		src.OnInvalidCheckpoint = defaultOnInvalidCheckpoint
-	}
-	if src.Batch.MaxEvents == 0 {
-		src.Batch.MaxEvents = defaultBatchMaxEvents
-	}
-	if src.Batch.MaxWait == 0 {
-		src.Batch.MaxWait = defaultBatchMaxWait
-	}
-	if src.Prefetch == 0 {
-		src.Prefetch = defaultPrefetch
-	}
-	lb := &src.LoadBalancing
-	if lb.Strategy == "" {
-		lb.Strategy = defaultStrategy
-	}
-	if lb.UpdateInterval == 0 {
-		lb.UpdateInterval = defaultUpdateInterval
-	}
-	if lb.OwnershipExpiration == 0 {
-		lb.OwnershipExpiration = defaultOwnershipExpiration
-	}
+	src.setSettings(src.options().WithDefaults())
 
 	cp := &s.Checkpoint
 	if cp.Blob != nil {
@@ -166,4 +132,32 @@ func (b CircuitBreakerSpec) withDefaults() CircuitBreakerSpec {
 		b.MaxProbeInterval = defaultMaxProbeInterval
 	}
 	return b
+}
+
+// options returns the settings of s as the source takes them. The source
+// owns their defaults (Options.WithDefaults) and checks
+// (Options.ValidateSettings); the connector only carries them from the
+// YAML block to the source and back.
+func (s *SourceSpec) options() source.Options {
+	return source.Options{
+		ConsumerGroup:       s.ConsumerGroup,
+		Start:               s.Start,
+		StartPartitions:     s.StartPartitions,
+		OnInvalidCheckpoint: s.OnInvalidCheckpoint,
+		MaxEvents:           s.Batch.MaxEvents,
+		MaxWait:             s.Batch.MaxWait,
+		Prefetch:            s.Prefetch,
+		Connections:         s.Connections,
+		Strategy:            s.LoadBalancing.Strategy,
+		UpdateInterval:      s.LoadBalancing.UpdateInterval,
+		OwnershipExpiration: s.LoadBalancing.OwnershipExpiration,
+	}
+}
+
+// setSettings sets the settings of s from o (see options).
+func (s *SourceSpec) setSettings(o source.Options) {
+	s.ConsumerGroup, s.Start, s.StartPartitions, s.OnInvalidCheckpoint = o.ConsumerGroup, o.Start, o.StartPartitions, o.OnInvalidCheckpoint
+	s.Batch = BatchSpec{MaxEvents: o.MaxEvents, MaxWait: o.MaxWait}
+	s.Prefetch, s.Connections = o.Prefetch, o.Connections
+	s.LoadBalancing = LoadBalancingSpec{Strategy: o.Strategy, UpdateInterval: o.UpdateInterval, OwnershipExpiration: o.OwnershipExpiration}
 }

@@ -204,26 +204,12 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if err != nil {
 		return fail("runner", err)
 	}
-	srcOpts := source.Options{
-		Connection:          conn,
-		Namespace:           spec.Source.Namespace,
-		EventHub:            spec.Source.EventHub,
-		ConsumerGroup:       spec.Source.ConsumerGroup,
-		Start:               spec.Source.Start,
-		StartPartitions:     spec.Source.StartPartitions,
-		OnInvalidCheckpoint: spec.Source.OnInvalidCheckpoint,
-		MaxEvents:           spec.Source.Batch.MaxEvents,
-		MaxWait:             spec.Source.Batch.MaxWait,
-		Prefetch:            spec.Source.Prefetch,
-		Connections:         spec.Source.Connections,
-		Strategy:            spec.Source.LoadBalancing.Strategy,
-		UpdateInterval:      spec.Source.LoadBalancing.UpdateInterval,
-		OwnershipExpiration: spec.Source.LoadBalancing.OwnershipExpiration,
-		Store:               store,
-		Claim:               claimWriter(runner, sink),
-		OnHeal:              func(reason string) { met.healed(spec.Name, reason) },
-		Logger:              log,
-	}
+	srcOpts := spec.Source.options()
+	srcOpts.Connection, srcOpts.Namespace, srcOpts.EventHub = conn, spec.Source.Namespace, spec.Source.EventHub
+	srcOpts.Store = store
+	srcOpts.Claim = claimWriter(runner, sink)
+	srcOpts.OnHeal = func(reason string) { met.healed(spec.Name, reason) }
+	srcOpts.Logger = log
 	if conn == "" {
 		cred, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {

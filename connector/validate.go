@@ -14,7 +14,6 @@ import (
 
 	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/sinks"
-	"github.com/ehsink/ehsink/source"
 )
 
 // EmulatorConnection is the value of `source.connection` that connects a
@@ -130,47 +129,10 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 	case s.EventHub != "" && entityPath != "" && s.EventHub != entityPath:
 		p.add(path+".eventhub", "%s differs from the connection string's EntityPath %s", config.Quote(s.EventHub), config.Quote(entityPath))
 	}
-	if err := checkStart(s.Start); err != nil {
-		p.add(path+".start", "%v", err)
-	}
-	for _, id := range slices.Sorted(maps.Keys(s.StartPartitions)) {
-		if err := checkStart(s.StartPartitions[id]); err != nil {
-			p.add(config.JoinPath(path+".start_partitions", id), "%v", err)
-		}
-	}
-	checkEnum(p, path+".on_invalid_checkpoint", s.OnInvalidCheckpoint, "fail", "earliest", "latest")
-	if s.Batch.MaxEvents < 0 {
-		p.add(path+".batch.max_events", "must be positive, got %d", s.Batch.MaxEvents)
-	}
-	if s.Batch.MaxWait < 0 {
-		p.add(path+".batch.max_wait", "must be positive, got %s", s.Batch.MaxWait)
-	}
-	if s.Prefetch > source.MaxPrefetch {
-		p.add(path+".prefetch", "%d exceeds %d, the most the Event Hubs SDK prefetches", s.Prefetch, source.MaxPrefetch)
-	}
-	if s.Prefetch < 0 && s.Batch.MaxEvents > source.MaxPrefetch {
-		p.add(path+".batch.max_events", "%d exceeds %d, the limit with prefetch disabled (a negative prefetch)", s.Batch.MaxEvents, source.MaxPrefetch)
-	}
-	if s.Connections < 0 || s.Connections > source.MaxConnections {
-		p.add(path+".connections", "must be between 0 (one per partition up to the number of cores) and %d, got %d", source.MaxConnections, s.Connections)
-	}
-	lb := s.LoadBalancing
-	checkEnum(p, path+".load_balancing.strategy", lb.Strategy, "balanced", "greedy")
-	if lb.UpdateInterval < 0 {
-		p.add(path+".load_balancing.update_interval", "must be positive, got %s", lb.UpdateInterval)
-	}
-	if lb.OwnershipExpiration < 0 {
-		p.add(path+".load_balancing.ownership_expiration", "must be positive, got %s", lb.OwnershipExpiration)
-	}
-	if lb.UpdateInterval > 0 && lb.OwnershipExpiration > 0 && lb.OwnershipExpiration < 2*lb.UpdateInterval {
-		p.add(path+".load_balancing.ownership_expiration",
-			"%s is less than twice update_interval (%s): a single late renewal would let another replica claim a partition this one still reads",
-			lb.OwnershipExpiration, lb.UpdateInterval)
-	}
-	if s.Batch.MaxWait > 0 && lb.OwnershipExpiration > 0 && s.Batch.MaxWait > lb.OwnershipExpiration {
-		p.add(path+".batch.max_wait",
-			"%s is longer than load_balancing.ownership_expiration (%s): ownership could expire while a batch is still being filled",
-			s.Batch.MaxWait, lb.OwnershipExpiration)
+	// The settings are the source's: it checks them, naming the keys of
+	// this block, for validate here and for run in source.New alike.
+	for _, e := range config.Errors(config.Prefix(path, s.options().ValidateSettings())) {
+		*p = append(*p, e)
 	}
 }
 
@@ -187,33 +149,10 @@ func parseConnectionString(s string) map[string]string {
 	return props
 }
 
-// checkStart checks a start position: earliest, latest, an RFC 3339 time or
-// seq:N.
-func checkStart(s string) error {
-	switch {
-	case s == "earliest", s == "latest":
-		return nil
-	case strings.HasPrefix(s, "seq:"):
-		if n, err := strconv.ParseInt(strings.TrimPrefix(s, "seq:"), 10, 64); err != nil || n < 0 {
-			return fmt.Errorf("%s: a sequence number is written seq:N with N >= 0", config.Quote(s))
-		}
-		return nil
-	}
-	if _, err := time.Parse(time.RFC3339, s); err != nil {
-		return fmt.Errorf("%s: use earliest, latest, an RFC 3339 time (2026-01-02T15:04:05Z) or seq:N", config.Quote(s))
-	}
-	return nil
-}
-
 func checkEnum(p *problems, path, v string, allowed ...string) {
-	if slices.Contains(allowed, v) {
-		return
+	if err := config.OneOf(v, allowed...); err != nil {
+		*p = append(*p, &config.Error{Path: path, Err: err})
 	}
-	if s := config.Suggest(v, allowed); s != "" {
-		p.add(path, "%s: must be one of %s (did you mean %s?)", config.Quote(v), strings.Join(allowed, ", "), s)
-		return
-	}
-	p.add(path, "%s: must be one of %s", config.Quote(v), strings.Join(allowed, ", "))
 }
 
 var containerRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)

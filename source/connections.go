@@ -190,13 +190,5 @@ func (s *Source) processorStart(id string) azeventhubs.StartPosition {
 	return start
 }
 
-// validConnections checks Options.Connections.
-func validConnections(n int) error {
-	if n < 0 || n > MaxConnections {
-		return fmt.Errorf("connections: %d is out of range (0 for the default, at most %d)", n, MaxConnections)
-	}
-	return nil
-}
-
 // MaxConnections is the largest Options.Connections.
 const MaxConnections = 64

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
+	"github.com/ehsink/ehsink/config"
 	"github.com/ehsink/ehsink/secret"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -115,8 +119,9 @@ type Opened interface {
 	Close(ctx context.Context) error
 }
 
-// withDefaults returns a copy of o with defaults applied.
-func (o Options) withDefaults() Options {
+// WithDefaults returns a copy of o with the documented default of every
+// zero setting applied.
+func (o Options) WithDefaults() Options {
 	if o.ConsumerGroup == "" {
 		o.ConsumerGroup = azeventhubs.DefaultConsumerGroup
 	}
@@ -150,9 +155,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Validate reports every problem of o (after defaults), joined.
+// Validate reports every problem of o (after defaults), joined: the
+// settings' (see [Options.ValidateSettings]) and those of the connection,
+// the event hub and the store.
 func (o Options) Validate() error {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	var errs []error
 	switch {
 	case o.Connection == "" && o.Namespace == "":
@@ -165,53 +172,86 @@ func (o Options) Validate() error {
 	if o.Connection == "" && o.EventHub == "" {
 		errs = append(errs, errors.New("eventhub is required"))
 	}
-	if _, err := ParseStart(o.Start); err != nil {
-		errs = append(errs, fmt.Errorf("start: %w", err))
-	}
-	ids := make([]string, 0, len(o.StartPartitions))
-	for id := range o.StartPartitions {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if _, err := ParseStart(o.StartPartitions[id]); err != nil {
-			errs = append(errs, fmt.Errorf("start_partitions[%s]: %w", id, err))
-		}
-	}
-	if _, err := ParsePolicy(o.OnInvalidCheckpoint); err != nil {
-		errs = append(errs, fmt.Errorf("on_invalid_checkpoint: %w", err))
-	}
-	if o.MaxEvents < 0 {
-		errs = append(errs, fmt.Errorf("max_events: %d must be positive", o.MaxEvents))
-	}
-	if o.Prefetch < 0 && o.MaxEvents > MaxPrefetch {
-		errs = append(errs, fmt.Errorf("max_events: %d exceeds %d, the limit with prefetch disabled", o.MaxEvents, MaxPrefetch))
-	}
-	if o.Prefetch > MaxPrefetch {
-		errs = append(errs, fmt.Errorf("prefetch: %d exceeds %d", o.Prefetch, MaxPrefetch))
-	}
-	if err := validConnections(o.Connections); err != nil {
-		errs = append(errs, err)
-	}
-	if o.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("max_wait: %s must be positive", o.MaxWait))
-	}
-	switch azeventhubs.ProcessorStrategy(o.Strategy) {
-	case azeventhubs.ProcessorStrategyBalanced, azeventhubs.ProcessorStrategyGreedy:
-	default:
-		errs = append(errs, fmt.Errorf("strategy: unknown %q (want balanced or greedy)", o.Strategy))
-	}
-	if o.UpdateInterval < 0 || o.OwnershipExpiration < 0 {
-		errs = append(errs, errors.New("update_interval and ownership_expiration must be positive"))
-	} else if o.OwnershipExpiration < 2*o.UpdateInterval {
-		errs = append(errs, fmt.Errorf("ownership_expiration: %s is shorter than twice update_interval %s: a replica would lose its partitions between two renewals",
-			o.OwnershipExpiration, o.UpdateInterval))
-	}
-	if o.MaxWait > o.OwnershipExpiration {
-		errs = append(errs, fmt.Errorf("max_wait: %s is longer than ownership_expiration %s", o.MaxWait, o.OwnershipExpiration))
-	}
 	if o.Store == nil {
 		errs = append(errs, errors.New("checkpoint store is required"))
 	}
+	return errors.Join(append(errs, o.ValidateSettings())...)
+}
+
+// ValidateSettings reports every problem of o's settings (after defaults):
+// all but Connection, Namespace, Credential, EventHub and Store, the
+// settings a connector's `source:` block in connectors.yaml sets. The
+// problems are [*config.Error] values whose paths are the block's keys
+// (batch.max_events, load_balancing.strategy), joined, so that `ehsink
+// validate` and `ehsink run` report them alike.
+func (o Options) ValidateSettings() error {
+	o = o.WithDefaults()
+	var errs []error
+	add := func(path, format string, args ...any) {
+		errs = append(errs, &config.Error{Path: path, Err: fmt.Errorf(format, args...)})
+	}
+	if err := checkStart(o.Start); err != nil {
+		add("start", "%w", err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(o.StartPartitions)) {
+		if err := checkStart(o.StartPartitions[id]); err != nil {
+			add(config.JoinPath("start_partitions", id), "%w", err)
+		}
+	}
+	if err := config.OneOf(o.OnInvalidCheckpoint, string(PolicyFail), string(PolicyEarliest), string(PolicyLatest)); err != nil {
+		add("on_invalid_checkpoint", "%w", err)
+	}
+	if o.MaxEvents < 0 {
+		add("batch.max_events", "must be positive, got %d", o.MaxEvents)
+	}
+	if o.MaxWait < 0 {
+		add("batch.max_wait", "must be positive, got %s", o.MaxWait)
+	}
+	if o.Prefetch > MaxPrefetch {
+		add("prefetch", "%d exceeds %d, the most the Event Hubs SDK prefetches", o.Prefetch, MaxPrefetch)
+	}
+	if o.Prefetch < 0 && o.MaxEvents > MaxPrefetch {
+		add("batch.max_events", "%d exceeds %d, the limit with prefetch disabled (a negative prefetch)", o.MaxEvents, MaxPrefetch)
+	}
+	if o.Connections < 0 || o.Connections > MaxConnections {
+		add("connections", "must be between 0 (one per partition up to the number of cores) and %d, got %d", MaxConnections, o.Connections)
+	}
+	if err := config.OneOf(o.Strategy, string(azeventhubs.ProcessorStrategyBalanced), string(azeventhubs.ProcessorStrategyGreedy)); err != nil {
+		add("load_balancing.strategy", "%w", err)
+	}
+	if o.UpdateInterval < 0 {
+		add("load_balancing.update_interval", "must be positive, got %s", o.UpdateInterval)
+	}
+	if o.OwnershipExpiration < 0 {
+		add("load_balancing.ownership_expiration", "must be positive, got %s", o.OwnershipExpiration)
+	}
+	if o.UpdateInterval > 0 && o.OwnershipExpiration > 0 && o.OwnershipExpiration < 2*o.UpdateInterval {
+		add("load_balancing.ownership_expiration",
+			"%s is less than twice update_interval (%s): a single late renewal would let another replica claim a partition this one still reads",
+			o.OwnershipExpiration, o.UpdateInterval)
+	}
+	if o.MaxWait > 0 && o.OwnershipExpiration > 0 && o.MaxWait > o.OwnershipExpiration {
+		add("batch.max_wait",
+			"%s is longer than load_balancing.ownership_expiration (%s): ownership could expire while a batch is still being filled",
+			o.MaxWait, o.OwnershipExpiration)
+	}
 	return errors.Join(errs...)
+}
+
+// checkStart checks a start position: earliest, latest, an RFC 3339 time or
+// seq:N.
+func checkStart(s string) error {
+	switch {
+	case s == "earliest", s == "latest":
+		return nil
+	case strings.HasPrefix(s, "seq:"):
+		if n, err := strconv.ParseInt(strings.TrimPrefix(s, "seq:"), 10, 64); err != nil || n < 0 {
+			return fmt.Errorf("%s: a sequence number is written seq:N with N >= 0", config.Quote(s))
+		}
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339, s); err != nil {
+		return fmt.Errorf("%s: use earliest, latest, an RFC 3339 time (2026-01-02T15:04:05Z) or seq:N", config.Quote(s))
+	}
+	return nil
 }

@@ -66,7 +66,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	policy, _ := ParsePolicy(opts.OnInvalidCheckpoint)
 	if opts.InstanceID == "" {
 		var b [8]byte
