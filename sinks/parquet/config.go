@@ -102,10 +102,12 @@ const (
 	// default is no limit: a column of unique values (an ID, a timestamp)
 	// then kept every value and its hash table for the whole row group,
 	// beyond what row_group_size counts (about 180 MiB of a 243 MiB heap
-	// with 250,000-row files on 4 partitions); at 1 MiB the hash tables
-	// of 8-byte columns still held 40 MiB. A column that pays for a
-	// dictionary (few distinct values) stays far below the limit.
-	dictionaryMaxBytes  = 256 << 10
+	// with 250,000-row files on 4 partitions, 574 MiB peak RSS). In
+	// bench-e2e (1M events, 4 partitions, files of 250,000 rows) the peak
+	// RSS was 292 MiB at 256 KiB (the hash tables of 8-byte columns still
+	// held 20 MiB) and 244 MiB at 64 KiB. A column that pays for a
+	// dictionary (a few thousand distinct values) stays below the limit.
+	dictionaryMaxBytes  = 64 << 10
 	defaultMaxRows      = 1_000_000
 	defaultMaxBytes     = 256 * config.MiB
 	defaultMaxAge       = 5 * time.Minute

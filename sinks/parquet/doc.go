@@ -80,12 +80,12 @@
 // microseconds, or milliseconds with timestamp(ms)), decimal(p,s) up to 38
 // digits, json (kept as a UTF-8 string), uuid and bytes; nullable columns
 // are optional. Every column but booleans is dictionary-encoded (falling
-// back to plain pages once a column's dictionary holds 256 KiB in a row
+// back to plain pages once a column's dictionary holds 64 KiB in a row
 // group), statistics are
 // written, compression is zstd, snappy or none. Row groups are written to
 // the temporary file as they reach row_group_size, so memory is about
 // row_group_size per open file (one per partition without routes), plus
-// each column's dictionary (at most 256 KiB and its hash table; past it
+// each column's dictionary (at most 64 KiB and its hash table; past it
 // the column's pages are plain) and 1 MiB of zstd window per page being
 // compressed (BenchmarkPeakHeap: 4 partitions, 4 MiB row groups, files of
 // 250,000 rows: about 66 MiB of live heap at its peak).
