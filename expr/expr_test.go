@@ -304,6 +304,9 @@ func TestTemplateErrors(t *testing.T) {
 }
 
 func TestEvalAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops pooled state at random: allocations are counted without -race")
+	}
 	ev := testEvent(body)
 	for _, c := range []string{
 		`$.type == 'order_created' and $.amount > 10`,
