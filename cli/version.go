@@ -6,12 +6,16 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
+
+	"github.com/ehsink/ehsink/sinks"
 )
 
 const versionUsage = `Usage: ehsink version
 
-Prints the version of ehsink, the commit it was built from and the Go
-version that built it.
+Prints the version of ehsink, the commit it was built from, the Go
+version that built it and the sink types the binary has (those its sink
+packages registered).
 `
 
 // runVersion is `ehsink version`.
@@ -22,6 +26,8 @@ func (o Options) runVersion(_ context.Context, args []string, stdout, stderr io.
 	}
 	v := buildVersion(o.Version, o.Commit)
 	fmt.Fprintf(stdout, "ehsink %s\ncommit %s\n%s %s/%s\n", v.version, v.commit, v.goVersion, runtime.GOOS, runtime.GOARCH)
+	var registered *sinks.Registry // nil: what the sink packages registered
+	fmt.Fprintf(stdout, "sinks %s\n", strings.Join(registered.Names(), ", "))
 	return exitOK
 }
 

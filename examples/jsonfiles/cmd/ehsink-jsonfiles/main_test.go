@@ -98,7 +98,7 @@ connectors:
 		t.Errorf("checkpoints list: exit %d, want 0 and a table of 2 partitions; stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	code, out, errOut = command("version")
-	if code != 0 || !strings.HasPrefix(out, "ehsink ") || !strings.Contains(out, "commit ") {
+	if code != 0 || !strings.HasPrefix(out, "ehsink ") || !strings.Contains(out, "commit ") || !strings.Contains(out, "\nsinks jsonfiles, stdout\n") {
 		t.Errorf("version: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
