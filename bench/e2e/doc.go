@@ -7,11 +7,13 @@
 // then measures, each timed from its process start (or first statement) to
 // its last event:
 //
-//   - the raw SDK drain: a child process with one ConsumerClient and one
-//     PartitionClient per partition, each asking only for what its
-//     partition still holds (at most the source's default batch per call,
-//     with its default prefetch);
-//     the median of several drains is the source ceiling;
+//   - the raw SDK drain: a child process with one PartitionClient per
+//     partition, each asking only for what its partition still holds (at
+//     most the source's default batch per call, with its default
+//     prefetch), spread over as many ConsumerClients (AMQP connections) as
+//     ehsink's default source.connections opens on this machine; the
+//     median of several drains is the source ceiling; with more than one
+//     connection, the median drain over a single connection is shown too;
 //   - raw pgx.CopyFrom of the same rows (the append sink ceiling) and a raw
 //     merge done by hand: the sink's INSERT … SELECT FROM unnest(one array
 //     per column) ON CONFLICT, with the same ordering guard and watermark
@@ -24,6 +26,10 @@
 //     the end is the moment the sink watermark of every partition, read
 //     from ehsink's /metrics, reaches the partition's last event;
 //   - `ehsink send --demo --count EVENTS` into a second hub (memory).
+//
+// SCALE=1,2,4 adds, for each number of connections, a raw drain and
+// ehsink into PostgreSQL append with source.connections set; PPROF=DIR
+// writes a CPU and a heap profile of each ehsink run.
 //
 // It prints a table of events/s, the ratio to min(source ceiling, sink
 // ceiling), CPU µs per event against the raw drain's, the PostgreSQL
