@@ -19,7 +19,9 @@ import (
 // Heal reasons, as passed to Options.OnHeal.
 const (
 	// HealUnread: a partition stayed owned with no handler for longer than
-	// the ownership expiration; the processor is restarted.
+	// the ownership expiration, and the processor either finished a round
+	// of claims without handing it out or made no progress at all for that
+	// long; the processor is restarted.
 	HealUnread = "unread"
 	// HealSilent: a handler neither received nor sent a heartbeat for
 	// longer than the ownership expiration plus the batch wait; its context
@@ -61,16 +63,25 @@ func (s *Source) noteClaims(got []azeventhubs.Ownership) {
 	for id := range s.idleSince {
 		if _, ok := claimed[id]; !ok {
 			delete(s.idleSince, id)
+			delete(s.idleRounds, id)
 			delete(s.reported, id)
 		}
 	}
 	if s.idleSince == nil {
 		s.idleSince = map[string]time.Time{}
 	}
+	if s.idleRounds == nil {
+		s.idleRounds = map[string]int{}
+	}
+	s.progress = now
 	for id := range claimed {
-		if _, ok := s.idleSince[id]; !ok && s.running[id] == nil {
+		if s.running[id] != nil {
+			continue
+		}
+		if _, ok := s.idleSince[id]; !ok {
 			s.idleSince[id] = now
 		}
+		s.idleRounds[id]++
 	}
 }
 
@@ -106,6 +117,7 @@ func (s *Source) release(ctx context.Context, id string) {
 	o, ok := s.claimed[id]
 	delete(s.claimed, id)
 	delete(s.idleSince, id)
+	delete(s.idleRounds, id)
 	delete(s.reported, id)
 	s.mu.Unlock()
 	if !ok {
@@ -127,7 +139,9 @@ func (s *Source) markRunning(p *Partition) {
 		s.running = map[string]*Partition{}
 	}
 	s.running[p.id] = p
+	s.progress = time.Now()
 	delete(s.idleSince, p.id)
+	delete(s.idleRounds, p.id)
 	delete(s.reported, p.id)
 }
 
@@ -142,6 +156,7 @@ func (s *Source) ended(p *Partition) {
 	delete(s.resolved, p.id)
 	if _, ok := s.claimed[p.id]; ok && s.running[p.id] == nil {
 		s.idleSince[p.id] = time.Now()
+		delete(s.idleRounds, p.id)
 	}
 }
 
@@ -154,6 +169,8 @@ func (s *Source) resetStalls() {
 	for id := range s.idleSince {
 		s.idleSince[id] = now
 	}
+	s.idleRounds = nil
+	s.progress = now
 	s.reported = nil
 }
 
@@ -166,9 +183,17 @@ func (s *Source) healed(reason string) {
 
 // watch checks the owned partitions once per update interval until ctx
 // ends. A partition owned with no handler for longer than the ownership
-// expiration (a healthy claim starts its handler within one update
-// interval, and a claim that cannot start gives its lease up) restarts the
-// processor through restart, the only way to make the SDK forget it. A
+// expiration restarts the processor through restart, the only way to make
+// the SDK forget it, once the processor is known not to be still opening
+// it: a round of the processor claims, then opens the links of what it
+// newly claimed one after the other, and only then starts the next round,
+// so a partition idle at two rounds was not handed out by the round in
+// between. Opening a claim of many partitions on a slow link can take
+// longer than the expiration; restarting then would cancel the handlers
+// already running, which replay what they had not checkpointed, and
+// start the same slow claim again. A processor that neither claims nor
+// hands a partition out for longer than the expiration is stuck (an
+// attach that never ends) and is restarted as well. A
 // handler silent for longer than the ownership expiration plus the batch
 // wait is cancelled. Each stall is logged at ERROR once.
 func (s *Source) watch(ctx context.Context, restart context.CancelCauseFunc) {
@@ -186,8 +211,9 @@ func (s *Source) watch(ctx context.Context, restart context.CancelCauseFunc) {
 		var unread []string
 		var silent []*Partition
 		s.mu.Lock()
+		stalled := now.Sub(s.progress) > unreadAfter
 		for id, since := range s.idleSince {
-			if now.Sub(since) > unreadAfter && !s.reported[id] {
+			if now.Sub(since) > unreadAfter && !s.reported[id] && (s.idleRounds[id] >= 2 || stalled) {
 				unread = append(unread, id)
 			}
 		}

@@ -303,3 +303,50 @@ func ordersWithDemo(t *testing.T, ctx context.Context, partitions int, demo prod
 	}
 	return srv, conn
 }
+
+// TestWatchdogWaitsForSlowClaims: every CBS reply of the emulator is
+// delayed, so the processor takes longer than the ownership expiration to
+// open the links of a claim of 4 partitions (one token per link, answered
+// one after the other). The partitions are slow, not stuck: the watchdog
+// must not restart the processor (which cancels the handlers already
+// running, and replays what they had received but not checkpointed), and
+// every partition is read once, in order.
+func TestWatchdogWaitsForSlowClaims(t *testing.T) {
+	ctx := testContext(t)
+	srv, conn := ordersWithDemo(t, ctx, 4, produce.DemoOptions{Count: 400, Keys: 20, Seed: 11})
+	rec := newReadToEnd(t, ctx, conn, 0)
+	healed := make(chan string, 1)
+	src := newSource(t, ctx, source.Options{
+		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy",
+		OnHeal: func(reason string) {
+			select {
+			case healed <- reason:
+			default:
+			}
+		},
+	})
+	// 4 links at 1.5s each: past the 3s ownership expiration of the test
+	// sources, below twice the expiration
+	srv.SetLatency(1500 * time.Millisecond)
+	r := run(t, ctx, src, rec.handle)
+	select {
+	case reason := <-healed:
+		t.Fatalf("healed (%s) while the claim was still being opened; %s", reason, rec.missing())
+	case <-rec.done:
+	case <-r.done:
+		t.Fatalf("Run returned %v", r.err)
+	case <-ctx.Done():
+		t.Fatalf("not every partition read to its end: %s", rec.missing())
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for id, evs := range rec.byPart {
+		for i, e := range evs {
+			if e.SequenceNumber != int64(i) {
+				t.Fatalf("partition %s event %d: seq %d, want %d", id, i, e.SequenceNumber, i)
+			}
+		}
+	}
+	checkOncePerKeyInOrder(t, rec.events, 400)
+}

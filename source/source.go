@@ -40,13 +40,15 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
-	mu         sync.Mutex                         // guards the 9 following fields
+	mu         sync.Mutex                         // guards the 11 following fields
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
 	resolved   map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
 	stored     map[string]int64                   // sequence number of the stored checkpoint of claimed partitions at the last listing (-1: none; absent: not known)
 	unresolved map[string]error                   // claimed partitions whose resume position could not be worked out, and why
 	running    map[string]*Partition              // partitions whose handler runs
 	idleSince  map[string]time.Time               // claimed partitions without a running handler, since when
+	idleRounds map[string]int                     // claim rounds of the processor each partition of idleSince was idle at
+	progress   time.Time                          // the processor's last claim round or hand-out of a partition
 	reported   map[string]bool                    // stalls already reported, until the partition runs again
 	starts     map[string]azeventhubs.Checkpoint  // the checkpoints last handed to the processor (connections.go)
 	opened     map[string]opened                  // what Options.Claim opened for claimed partitions, until a handler takes it
