@@ -593,6 +593,42 @@ func TestTableLimitsArePerEvent(t *testing.T) {
 			t.Fatalf("rows %v, want [0 1 3 4]", got)
 		}
 	})
+	// char(n) columns: format_type names them bpchar without their
+	// length, "character(n)" with it; the upsert's arrays are bpchar[].
+	t.Run("char", func(t *testing.T) {
+		for _, mode := range []string{ModeAppend, ModeUpsert} {
+			t.Run(mode, func(t *testing.T) {
+				dsn := newDB(t)
+				cfg := appendConfig(t, dsn)
+				if mode == ModeUpsert {
+					cfg = upsertConfig(t, dsn)
+					cfg.CreateTable = false
+					cfg.Table = "orders"
+					execSQL(t, dsn, `CREATE TABLE orders (id text NOT NULL, seq bigint, customer char(3) PRIMARY KEY,
+						amount numeric(12,2), ts timestamptz, part text NOT NULL, enqueued timestamptz NOT NULL,
+						_ehsink_partition text, _ehsink_seq bigint)`)
+				} else {
+					execSQL(t, dsn, strings.Replace(appendTable, "customer text", "customer char(3)", 1))
+				}
+				s := newTestSink(t, cfg)
+				ctx := testCtx(t)
+				w, _, err := s.Open(ctx, "0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close(ctx)
+				if err := w.Write(ctx, sinktest.Events("0", 0, 2)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Flush(ctx); err != nil {
+					t.Fatalf("Flush into a char(3) column: %v", err)
+				}
+				if got := queryInts(t, dsn, `SELECT seq FROM orders ORDER BY seq`); !slices.Equal(got, []int64{0, 1, 2}) {
+					t.Fatalf("rows %v, want [0 1 2]", got)
+				}
+			})
+		}
+	})
 	t.Run("numeric without its precision", func(t *testing.T) {
 		dsn := newDB(t)
 		execSQL(t, dsn, appendTable) // amount numeric(12,2)

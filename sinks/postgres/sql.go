@@ -259,9 +259,15 @@ func contains(list []string, s string) bool {
 // columnsSQL lists a table's columns, their types without modifiers, the
 // modifier (varchar length, numeric precision and scale; -1 for none), the
 // type as written, and the array type of the column's type (what the
-// upsert casts its parameters to).
-const columnsSQL = `SELECT a.attname, format_type(a.atttypid, NULL), a.atttypmod, format_type(a.atttypid, a.atttypmod), format_type(t.typarray, NULL)
-	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`
+// upsert casts its parameters to). The array type is named by its catalog
+// name (pg_catalog._bpchar), not by format_type: format_type names a
+// char(n) array "character[]", which as a cast means char(1)[] and would
+// cut every value to its first character.
+const columnsSQL = `SELECT a.attname, format_type(a.atttypid, NULL), a.atttypmod, format_type(a.atttypid, a.atttypmod),
+		coalesce(quote_ident(an.nspname) || '.' || quote_ident(at.typname), '')
+	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		LEFT JOIN pg_type at ON at.oid = t.typarray LEFT JOIN pg_namespace an ON an.oid = at.typnamespace
+	WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`
 
 // varHeader is what PostgreSQL adds to the length or precision it keeps in
 // a type modifier (VARHDRSZ).
