@@ -46,3 +46,25 @@ func (s *Selector) Select(ev *sinks.Event) (int, error) {
 	}
 	return -1, fmt.Errorf("%w (no condition holds and there is no route without when)", ErrNoRoute)
 }
+
+// WhenChecker checks the `when:` conditions of a list of routes, given in
+// order: each must compile, and no route may follow the default (a route
+// without when takes every event, so a later one is never reached). Its
+// zero value is ready; use one per list.
+type WhenChecker struct {
+	seen      bool
+	defaultAt int
+}
+
+// Check checks route i's condition; the error is the `when` field's.
+func (c *WhenChecker) Check(i int, when string) error {
+	if c.seen {
+		return fmt.Errorf("never reached: routes[%d] has no when and takes every event first", c.defaultAt)
+	}
+	if when == "" {
+		c.seen, c.defaultAt = true, i
+		return nil
+	}
+	_, err := CompileCondition(when)
+	return err
+}

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/ehsink/ehsink/mapping"
@@ -36,5 +37,21 @@ func TestSelect(t *testing.T) {
 		if got != tc.want || !errors.Is(err, tc.wantErr) {
 			t.Errorf("Select(%s) = %d, %v; want %d, %v", tc.body, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+func TestWhenChecker(t *testing.T) {
+	var c WhenChecker
+	if err := c.Check(0, "$.type == 'a'"); err != nil {
+		t.Fatalf("a valid condition: %v", err)
+	}
+	if err := c.Check(1, "$.type = 'b'"); err == nil {
+		t.Fatal("a condition that does not compile was accepted")
+	}
+	if err := c.Check(2, ""); err != nil {
+		t.Fatalf("the default route: %v", err)
+	}
+	if err := c.Check(3, "$.type == 'c'"); err == nil || !strings.Contains(err.Error(), "never reached: routes[2]") {
+		t.Fatalf("a route after the default: %v, want never reached naming routes[2]", err)
 	}
 }

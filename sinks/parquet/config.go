@@ -183,18 +183,13 @@ func (c *Config) Validate() error {
 	if routed && len(cc.Columns) > 0 {
 		fe("columns", errors.New("set per route when routes are given"))
 	}
-	defaultAt := -1
+	var whens routing.WhenChecker
 	paths := map[string]int{}
 	for i, r := range cc.routes() {
 		prefix := ""
 		if routed {
 			prefix = fmt.Sprintf("routes[%d].", i)
-			if defaultAt >= 0 {
-				fe(prefix+"when", fmt.Errorf("never reached: routes[%d] has no when and takes every event first", defaultAt))
-			}
-			if r.When == "" {
-				defaultAt = i
-			} else if _, err := routing.CompileCondition(r.When); err != nil {
+			if err := whens.Check(i, r.When); err != nil {
 				fe(prefix+"when", err)
 			}
 			if _, err := parseRouteTemplate(r.Path); err != nil {

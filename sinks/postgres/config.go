@@ -178,17 +178,12 @@ func (c *Config) Validate() error {
 	default:
 		fe("mode", fmt.Errorf("%q: want append or upsert", d.Mode))
 	}
-	defaultAt := -1
+	var whens routing.WhenChecker
 	for i, r := range d.routes() {
 		prefix := ""
 		if routed {
 			prefix = fmt.Sprintf("routes[%d].", i)
-			if defaultAt >= 0 {
-				fe(prefix+"when", fmt.Errorf("never reached: routes[%d] has no when and takes every event first", defaultAt))
-			}
-			if r.When == "" {
-				defaultAt = i
-			} else if _, err := routing.CompileCondition(r.When); err != nil {
+			if err := whens.Check(i, r.When); err != nil {
 				fe(prefix+"when", err)
 			}
 			if r.MaxTables < 0 {
