@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
@@ -173,7 +176,9 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		}
 	}()
 
-	store, err := NewCheckpointStore(ctx, spec.Checkpoint, log)
+	store, err := startWithRetry(ctx, "checkpoint store", spec.Errors.Retry, storeTransient, func(error) {}, log, func() (azeventhubs.CheckpointStore, error) {
+		return NewCheckpointStore(ctx, spec.Checkpoint, log)
+	})
 	if err != nil {
 		return fail("checkpoint", err)
 	}
@@ -266,6 +271,18 @@ func newSource(ctx context.Context, opts source.Options, retry RetrySpec, unavai
 	return startWithRetry(ctx, "source", retry, transient, unavailable, log, func() (*source.Source, error) {
 		return source.New(ctx, opts)
 	})
+}
+
+// storeTransient reports whether a checkpoint store failed to open because
+// it could not be reached (down, restarting, throttling): that is waited
+// for like a sink outage. A refusal (credentials, a bad name) is not.
+func storeTransient(err error) bool {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode == http.StatusRequestTimeout || re.StatusCode == http.StatusTooManyRequests || re.StatusCode >= 500
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 // startWithRetry calls start until it succeeds, fails with an error

@@ -166,3 +166,74 @@ connectors:
 		t.Fatalf("%d events committed, want 200", n)
 	}
 }
+
+// TestCheckpointStoreDownAtStartWaits: a replica started while its
+// checkpoint store (Azurite) is down waits for it, like a sink or a
+// namespace down at start, instead of failing its connectors; once the
+// store is back it reads every event.
+func TestCheckpointStoreDownAtStartWaits(t *testing.T) {
+	az := testenv.NewPersistentAzurite(t, t.TempDir())
+	az.Stop()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := emulator.New(emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	conn := "Endpoint=sb://" + ln.Addr().String() + ";SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=orders;UseDevelopmentEmulator=true"
+	sink := sinktest.NewMemory()
+	var reg sinks.Registry
+	reg.Register("memory", sink.Driver())
+	dir := t.TempDir()
+	yaml := fmt.Sprintf(`
+drain_timeout: 5s
+connectors:
+  - name: waits
+    source: {connection: %q, batch: {max_events: 50, max_wait: 200ms}, load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 5s}}
+    checkpoint: {blob: {connection: %q, container: waits}}
+    errors: {retry: {initial_backoff: 50ms, max_backoff: 1s}, dead_letter: {dir: %s}}
+    sink: {type: memory}
+`, conn, az.ConnectionString(), filepath.Join(dir, "dead"))
+	path := filepath.Join(dir, "connectors.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := connector.Load(path, connector.LoadOptions{Registry: &reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	logs := &messages{}
+	done := make(chan error, 1)
+	go func() {
+		done <- connector.Run(runCtx, cfg, connector.RunOptions{Registry: &reg, Logger: slog.New(logs)})
+	}()
+	waitUntil(t, ctx, done, "the connector reports its checkpoint store unavailable", func() bool {
+		return logs.has("checkpoint store unavailable at start")
+	})
+	if err := az.Start(); err != nil {
+		t.Fatal(err)
+	}
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close(context.Background())
+	if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: 100, Keys: 10, Seed: 3}); err != nil || n != 100 {
+		t.Fatalf("Demo sent %d, %v", n, err)
+	}
+	waitUntil(t, ctx, done, "every event committed once the store is back", func() bool {
+		return len(sink.Committed("0"))+len(sink.Committed("1")) == 100
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
