@@ -68,6 +68,11 @@ test("two consumers balance, then a third resumes from checkpoints", async (t) =
   // owner may read for a moment after the blob names the new one. So probe
   // rounds (one event per partition) run until every probe is read by the
   // owner the blobs name; only then does the checked phase start.
+  // Rounds are bounded by time, not by count: on a loaded machine a round
+  // takes well under an update interval, so a count alone could run out
+  // before the previous owners' links close. A failed round waits one
+  // update interval before the next.
+  const probeDeadline = Date.now() + 60000;
   let probes = 0;
   let ownerOf;
   for (;;) {
@@ -78,7 +83,8 @@ test("two consumers balance, then a third resumes from checkpoints", async (t) =
     await eventually("the probe round to be read", () => seen.length >= before + ids.length);
     const round = seen.slice(before);
     if (round.length === ids.length && round.every((s) => identifiers[s.consumer] === ownerOf[s.partitionId])) break;
-    assert.ok(probes < 20, `ownership did not settle onto the readers after ${probes} probe rounds`);
+    assert.ok(Date.now() < probeDeadline, `ownership did not settle onto the readers after ${probes} probe rounds (60 s)`);
+    await new Promise((r) => setTimeout(r, loadBalancingOptions.updateIntervalInMs));
   }
   seen.length = 0;
 
