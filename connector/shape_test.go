@@ -16,10 +16,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/connector"
@@ -234,47 +232,18 @@ func wantDead(t *testing.T, where string, got, want []string) {
 }
 
 // readRecordsParquet reads the part, seq and idx columns of a file with
-// arrow-go's reader (not the writer's library) as "part/seq/idx", checking
-// v == idx.
+// arrow-go's reader (eachParquetRow) as "part/seq/idx", checking v == idx.
 func readRecordsParquet(t *testing.T, path string) []string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdr, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	defer rdr.Close()
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	defer tbl.Release()
-	rr := array.NewTableReader(tbl, -1)
-	defer rr.Release()
 	var out []string
-	for rr.Next() {
-		rec := rr.RecordBatch()
-		cols := map[string]int{}
-		for i, f := range rec.Schema().Fields() {
-			cols[f.Name] = i
+	eachParquetRow(t, path, func(col func(name string) arrow.Array, r int) {
+		part := col("part").(*array.String)
+		seq, idx := col("seq").(*array.Int64), col("idx").(*array.Int64)
+		v := col("v").(*array.Int32)
+		if int64(v.Value(r)) != idx.Value(r) {
+			t.Fatalf("%s: row %d has v %d for index %d", path, r, v.Value(r), idx.Value(r))
 		}
-		part := rec.Column(cols["part"]).(*array.String)
-		seq := rec.Column(cols["seq"]).(*array.Int64)
-		idx := rec.Column(cols["idx"]).(*array.Int64)
-		v := rec.Column(cols["v"]).(*array.Int32)
-		for r := range int(rec.NumRows()) {
-			if int64(v.Value(r)) != idx.Value(r) {
-				t.Fatalf("%s: row %d has v %d for index %d", path, r, v.Value(r), idx.Value(r))
-			}
-			out = append(out, fmt.Sprintf("%s/%d/%d", part.Value(r), seq.Value(r), idx.Value(r)))
-		}
-	}
+		out = append(out, fmt.Sprintf("%s/%d/%d", part.Value(r), seq.Value(r), idx.Value(r)))
+	})
 	return out
 }
