@@ -45,27 +45,7 @@ func TestQuietPartitionCheckpointAfterStoreOutage(t *testing.T) {
 	}
 	defer producer.Close(context.Background())
 
-	sink := sinktest.NewMemory()
-	var reg sinks.Registry
-	reg.Register("memory", sink.Driver())
-	dir := t.TempDir()
-	yaml := fmt.Sprintf(`
-drain_timeout: 5s
-connectors:
-  - name: quiet
-    source: {connection: %q, batch: {max_events: 50, max_wait: 200ms}, load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 5s}}
-    checkpoint: {blob: {connection: %q, container: quiet}}
-    errors: {retry: {initial_backoff: 50ms, max_backoff: 1s}, dead_letter: {dir: %s}}
-    sink: {type: memory}
-`, conn, az.ConnectionString(), filepath.Join(dir, "dead"))
-	path := filepath.Join(dir, "connectors.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := connector.Load(path, connector.LoadOptions{Registry: &reg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, sink, reg := memoryConnector(t, "quiet", conn, az.ConnectionString())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil)
@@ -114,7 +94,7 @@ connectors:
 		runCtx, cancelRun := context.WithCancel(ctx)
 		done = make(chan error, 1)
 		go func() {
-			done <- connector.Run(runCtx, cfg, connector.RunOptions{Registry: &reg, Logger: slog.New(slog.DiscardHandler)})
+			done <- connector.Run(runCtx, cfg, connector.RunOptions{Registry: reg, Logger: slog.New(slog.DiscardHandler)})
 		}()
 		return func() error { cancelRun(); return <-done }, done
 	}
@@ -185,27 +165,7 @@ func TestCheckpointStoreDownAtStartWaits(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	conn := "Endpoint=sb://" + ln.Addr().String() + ";SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=orders;UseDevelopmentEmulator=true"
-	sink := sinktest.NewMemory()
-	var reg sinks.Registry
-	reg.Register("memory", sink.Driver())
-	dir := t.TempDir()
-	yaml := fmt.Sprintf(`
-drain_timeout: 5s
-connectors:
-  - name: waits
-    source: {connection: %q, batch: {max_events: 50, max_wait: 200ms}, load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 5s}}
-    checkpoint: {blob: {connection: %q, container: waits}}
-    errors: {retry: {initial_backoff: 50ms, max_backoff: 1s}, dead_letter: {dir: %s}}
-    sink: {type: memory}
-`, conn, az.ConnectionString(), filepath.Join(dir, "dead"))
-	path := filepath.Join(dir, "connectors.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := connector.Load(path, connector.LoadOptions{Registry: &reg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, sink, reg := memoryConnector(t, "waits", conn, az.ConnectionString())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
@@ -213,7 +173,7 @@ connectors:
 	logs := &messages{}
 	done := make(chan error, 1)
 	go func() {
-		done <- connector.Run(runCtx, cfg, connector.RunOptions{Registry: &reg, Logger: slog.New(logs)})
+		done <- connector.Run(runCtx, cfg, connector.RunOptions{Registry: reg, Logger: slog.New(logs)})
 	}()
 	waitUntil(t, ctx, done, "the connector reports its checkpoint store unavailable", func() bool {
 		return logs.has("checkpoint store unavailable at start")
@@ -236,4 +196,33 @@ connectors:
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+}
+
+// memoryConnector loads (with the registry it needs to run) a one-connector config named name (also its Blob
+// container) that reads conn into a memory sink and checkpoints in Azurite
+// at blobConn.
+func memoryConnector(t *testing.T, name, conn, blobConn string) (*connector.Config, *sinktest.Memory, *sinks.Registry) {
+	t.Helper()
+	sink := sinktest.NewMemory()
+	var reg sinks.Registry
+	reg.Register("memory", sink.Driver())
+	dir := t.TempDir()
+	yaml := fmt.Sprintf(`
+drain_timeout: 5s
+connectors:
+  - name: %[1]s
+    source: {connection: %[2]q, batch: {max_events: 50, max_wait: 200ms}, load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 5s}}
+    checkpoint: {blob: {connection: %[3]q, container: %[1]s}}
+    errors: {retry: {initial_backoff: 50ms, max_backoff: 1s}, dead_letter: {dir: %[4]s}}
+    sink: {type: memory}
+`, name, conn, blobConn, filepath.Join(dir, "dead"))
+	path := filepath.Join(dir, "connectors.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := connector.Load(path, connector.LoadOptions{Registry: &reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, sink, &reg
 }
