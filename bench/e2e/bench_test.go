@@ -129,17 +129,24 @@ func BenchmarkE2E(b *testing.B) {
 		return r
 	}
 	toPostgres := func(mode string) result { return toPostgresWith(mode, sourceYAML) }
-	var copyRes, mergeRes, appendRes, upsertRes, parquetRes result
+	// The raw pipelines are the same-machine ceiling of ehsink into
+	// PostgreSQL: the drain, encoding/json and the write in one process,
+	// sharing the cores with the emulator and the server as ehsink does.
+	var copyRes, mergeRes, appendRes, upsertRes, parquetRes, pipeAppend, pipeUpsert result
 	if runs["append"] {
 		cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
 		copyRes = result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
 		b.Logf("raw COPY: %.0f rows/s", copyRes.rate())
+		pipeAppend = rawPipeline(b, pg, pm, conns[0], counts, events, defConns, "append")
+		b.Logf("raw pipeline, append: %.0f events/s", pipeAppend.rate())
 		appendRes = toPostgres("append")
 	}
 	if runs["upsert"] {
 		mg := rawMerge(b, pg.NewDatabase(b), pm, per, rawBatch)
 		mergeRes = result{events: events, elapsed: mg.elapsed, serverCPU: mg.serverCPU}
 		b.Logf("raw merge: %.0f rows/s", mergeRes.rate())
+		pipeUpsert = rawPipeline(b, pg, pm, conns[0], counts, events, defConns, "upsert")
+		b.Logf("raw pipeline, upsert: %.0f events/s", pipeUpsert.rate())
 		upsertRes = toPostgres("upsert")
 	}
 	// SCALE (a list such as 1,2,4) adds, per number of connections, a raw
@@ -193,21 +200,29 @@ func BenchmarkE2E(b *testing.B) {
 	}
 	fmt.Fprintf(out, "\nbench-e2e, %s: %d events (%d per partition, %d B of JSON on average), %s, Go %s, load average at start %s\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), events, per, bodyBytes/int64(events), machine(), runtime.Version(), load)
-	fmt.Fprintln(out, "| run | events/s | ÷ ceiling | CPU µs/event | ÷ raw drain's | PostgreSQL CPU µs/row | peak RSS |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
-	fmt.Fprintf(out, "| raw SDK drain over %d connections (ehsink's default here): source ceiling (median of %s) | %.0f | 1 | %.1f | 1 | – | %s |\n",
+	fmt.Fprintln(out, "| run | events/s | ÷ ceiling | ÷ raw pipeline | CPU µs/event | ÷ raw drain's | PostgreSQL CPU µs/row | peak RSS |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(out, "| raw SDK drain over %d connections (ehsink's default here): source ceiling (median of %s) | %.0f | 1 | – | %.1f | 1 | – | %s |\n",
 		defConns, rates(raws), src, cpuPer(drain), mib(drain.peakRSS))
 	if defConns > 1 {
-		fmt.Fprintf(out, "| raw SDK drain over 1 connection (median of %s) | %.0f | %.2f | %.1f | %.2f | – | %s |\n",
+		fmt.Fprintf(out, "| raw SDK drain over 1 connection (median of %s) | %.0f | %.2f | – | %.1f | %.2f | – | %s |\n",
 			rates(singles), single.rate(), single.rate()/src, cpuPer(single), cpuPer(single)/cpuPer(drain), mib(single.peakRSS))
 	}
 	if runs["append"] {
-		fmt.Fprintf(out, "| raw pgx.CopyFrom, %d rows per COPY: append ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, copyRes.rate(), srvPer(copyRes))
+		fmt.Fprintf(out, "| raw pgx.CopyFrom, %d rows per COPY: append ceiling | %.0f | – | – | – | – | %s | – |\n", rawBatch, copyRes.rate(), srvPer(copyRes))
 	}
 	if runs["upsert"] {
-		fmt.Fprintf(out, "| raw merge by hand, %d rows per transaction: upsert ceiling | %.0f | – | – | – | %s | – |\n", rawBatch, mergeRes.rate(), srvPer(mergeRes))
+		fmt.Fprintf(out, "| raw merge by hand, %d rows per transaction: upsert ceiling | %.0f | – | – | – | – | %s | – |\n", rawBatch, mergeRes.rate(), srvPer(mergeRes))
 	}
-	row := func(name string, r result, sink float64, ceiling string) {
+	pipeline := func(name string, r result) {
+		if r.events > 0 {
+			fmt.Fprintf(out, "| raw pipeline, drain → encoding/json → %s per batch, one process | %.0f | %.2f × source | 1 | %.1f | %.2f | %s | %s |\n",
+				name, r.rate(), r.rate()/src, cpuPer(r), cpuPer(r)/cpuPer(drain), srvPer(r), mib(r.peakRSS))
+		}
+	}
+	pipeline("COPY", pipeAppend)
+	pipeline("fenced merge", pipeUpsert)
+	row := func(name string, r result, sink float64, ceiling string, pipe result) {
 		if r.events == 0 {
 			return // not run
 		}
@@ -215,30 +230,34 @@ func BenchmarkE2E(b *testing.B) {
 		if sink >= src {
 			ceiling = "source"
 		}
-		fmt.Fprintf(out, "| %s | %.0f | %.2f × %s | %.1f | %.2f | %s | %s |\n",
-			name, r.rate(), r.rate()/c, ceiling, cpuPer(r), cpuPer(r)/cpuPer(drain), srvPer(r), mib(r.peakRSS))
+		byPipe := "–"
+		if pipe.events > 0 {
+			byPipe = fmt.Sprintf("%.2f", r.rate()/pipe.rate())
+		}
+		fmt.Fprintf(out, "| %s | %.0f | %.2f × %s | %s | %.1f | %.2f | %s | %s |\n",
+			name, r.rate(), r.rate()/c, ceiling, byPipe, cpuPer(r), cpuPer(r)/cpuPer(drain), srvPer(r), mib(r.peakRSS))
 	}
-	row("ehsink run → PostgreSQL append", appendRes, copyRes.rate(), "COPY")
-	row("ehsink run → PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge")
-	row(fmt.Sprintf("ehsink run → Parquet (max_rows %d)", per), parquetRes, src, "source")
+	row("ehsink run → PostgreSQL append", appendRes, copyRes.rate(), "COPY", pipeAppend)
+	row("ehsink run → PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge", pipeUpsert)
+	row(fmt.Sprintf("ehsink run → Parquet (max_rows %d)", per), parquetRes, src, "source", result{})
 	for _, sc := range scale {
-		fmt.Fprintf(out, "| raw SDK drain over %d connections | %.0f | %.2f | %.1f | %.2f | – | %s |\n",
+		fmt.Fprintf(out, "| raw SDK drain over %d connections | %.0f | %.2f | – | %.1f | %.2f | – | %s |\n",
 			sc.n, sc.drain.rate(), sc.drain.rate()/src, cpuPer(sc.drain), cpuPer(sc.drain)/cpuPer(drain), mib(sc.drain.peakRSS))
 		sinkCeil := src // COPY not measured (RUNS without append)
 		if copyRes.events > 0 {
 			sinkCeil = copyRes.rate()
 		}
-		row(fmt.Sprintf("ehsink run → PostgreSQL append, connections: %d", sc.n), sc.sink, sinkCeil, "COPY")
+		row(fmt.Sprintf("ehsink run → PostgreSQL append, connections: %d", sc.n), sc.sink, sinkCeil, "COPY", pipeAppend)
 	}
-	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | %.1f | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
+	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | – | %.1f | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
 	fmt.Print(out.String())
 }
 
 // rawDrain runs one drain child over conns connections and measures it to
 // its last event.
-func rawDrain(b *testing.B, conn string, counts map[string]int64, events, conns int) result {
+func rawDrain(b *testing.B, conn string, counts map[string]int64, events, conns int, env ...string) result {
 	b.Helper()
-	c := startDrain(b, conn, counts, sourceBatch, conns)
+	c := startDrain(b, conn, counts, sourceBatch, conns, env...)
 	if l := c.line(b); l != "done" {
 		b.Fatalf("drain child printed %q, want done", l)
 	}
@@ -247,6 +266,28 @@ func rawDrain(b *testing.B, conn string, counts map[string]int64, events, conns 
 	r.cpu, r.peakRSS = u.cpu, u.peakRSS
 	_ = c.stdin.Close() // the child exits
 	c.stop(b, nil)
+	return r
+}
+
+// rawPipeline runs a pipeline child over conns connections into a new
+// database of pg (mode append: raw_append; upsert: raw_upsert, see
+// mergeBatch) and measures it to its last commit, with the server's CPU.
+func rawPipeline(b *testing.B, pg *testenv.PostgresInstance, postmaster int, conn string, counts map[string]int64, events, conns int, mode string) result {
+	b.Helper()
+	dsn := pg.NewDatabase(b)
+	table := "raw_append"
+	if mode == "upsert" {
+		createMergeTables(b, dsn)
+		table = "raw_upsert"
+	} else {
+		query(b, dsn, `CREATE TABLE raw_append (`+rowDDL+`)`)
+	}
+	cpu0 := serverCPU(b, postmaster)
+	r := rawDrain(b, conn, counts, events, conns, pipelineEnv+"="+mode, dsnEnv+"="+dsn)
+	r.serverCPU = serverCPU(b, postmaster) - cpu0
+	if n := countRows(b, dsn, table); n != events {
+		b.Fatalf("raw pipeline (%s): %s holds %d rows, want %d", mode, table, n, events)
+	}
 	return r
 }
 

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,9 +254,10 @@ const (
 	connsEnv  = "EHSINK_BENCH_CONNECTIONS"
 )
 
-// startDrain runs the raw SDK drain as a child (this test binary again);
-// it prints "done" after the last event and exits when its stdin closes.
-func startDrain(b *testing.B, conn string, counts map[string]int64, batch, conns int) *child {
+// startDrain runs the raw SDK drain as a child (this test binary again),
+// with env added (a pipeline child's); it prints "done" after the last
+// event and exits when its stdin closes.
+func startDrain(b *testing.B, conn string, counts map[string]int64, batch, conns int, env ...string) *child {
 	b.Helper()
 	var spec []string
 	for _, p := range slices.Sorted(maps.Keys(counts)) {
@@ -264,15 +267,17 @@ func startDrain(b *testing.B, conn string, counts map[string]int64, batch, conns
 	if err != nil {
 		b.Fatal(err)
 	}
-	return startChild(b, []string{roleEnv + "=drain", connEnv + "=" + conn, countsEnv + "=" + strings.Join(spec, ","),
-		batchEnv + "=" + strconv.Itoa(batch), connsEnv + "=" + strconv.Itoa(conns)}, self, "-test.run=^$")
+	env = append([]string{roleEnv + "=drain", connEnv + "=" + conn, countsEnv + "=" + strings.Join(spec, ","),
+		batchEnv + "=" + strconv.Itoa(batch), connsEnv + "=" + strconv.Itoa(conns)}, env...)
+	return startChild(b, env, self, "-test.run=^$")
 }
 
 // drainMain is the drain child: one ConsumerClient per connection asked
 // for, one PartitionClient per partition (spread over the clients in turn)
 // from earliest with a prefetch of batch, each goroutine calling
 // ReceiveEvents for min(batch, what its partition still holds) until it
-// has every event.
+// has every event. A pipeline child also writes each batch
+// (pipelineWriter).
 func drainMain() int {
 	ctx := context.Background()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "drain:", err); return 1 }
@@ -284,6 +289,18 @@ func drainMain() int {
 	if err != nil || conns < 1 {
 		return fail(fmt.Errorf("%s: %q", connsEnv, os.Getenv(connsEnv)))
 	}
+	if dir := os.Getenv("PPROF"); dir != "" {
+		// the drain's CPU profile, to set beside ehsink's
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("drain-%d.cpu", conns)))
+		if err != nil {
+			return fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+	}
+	pipeline := os.Getenv(pipelineEnv)
 	clients := make([]*azeventhubs.ConsumerClient, conns)
 	for i := range clients {
 		cc, err := azeventhubs.NewConsumerClientFromConnectionString(os.Getenv(connEnv), "", azeventhubs.DefaultConsumerGroup, nil)
@@ -310,7 +327,38 @@ func drainMain() int {
 			return fail(err)
 		}
 		defer pc.Close(ctx)
+		report := func(err error) {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+		}
+		// A pipeline child hands each batch to its partition's writer
+		// goroutine, so that receiving the next batch overlaps writing
+		// this one (one batch waits at most, as in ehsink's runner).
+		var batches chan []*azeventhubs.ReceivedEventData
+		if pipeline != "" {
+			w, err := newPipelineWriter(ctx, pipeline, os.Getenv(dsnEnv), id)
+			if err != nil {
+				return fail(err)
+			}
+			defer w.close(ctx)
+			batches = make(chan []*azeventhubs.ReceivedEventData)
+			wg.Go(func() {
+				var werr error
+				for evs := range batches {
+					if werr == nil {
+						werr = w.write(ctx, evs)
+					}
+				}
+				if werr != nil {
+					report(fmt.Errorf("partition %s: write: %w", id, werr))
+				}
+			})
+		}
 		wg.Go(func() {
+			if batches != nil {
+				defer close(batches)
+			}
 			var got int64
 			for got < want {
 				// A stall bound, not a measurement: the events are all there.
@@ -318,16 +366,18 @@ func drainMain() int {
 				evs, err := pc.ReceiveEvents(rctx, int(min(int64(batch), want-got)), nil)
 				cancel()
 				if err != nil {
-					mu.Lock()
-					first = fmt.Errorf("partition %s after %d of %d events: %w", id, got, want, err)
-					mu.Unlock()
+					report(fmt.Errorf("partition %s after %d of %d events: %w", id, got, want, err))
 					return
 				}
 				got += int64(len(evs))
+				if batches != nil && len(evs) > 0 {
+					batches <- evs
+				}
 			}
 		})
 	}
 	wg.Wait()
+	pprof.StopCPUProfile()
 	if first != nil {
 		return fail(first)
 	}

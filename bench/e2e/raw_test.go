@@ -101,14 +101,60 @@ func rawCopy(b *testing.B, dsn string, postmaster, perPartition, chunk int) rawR
 }
 
 // rawMerge does the upsert sink's merge by hand, chunk rows per
-// transaction, one connection per partition: BEGIN and the watermark
-// fence in one round trip, then INSERT … SELECT FROM unnest of one array
-// per column, ON CONFLICT with the ordering guard, and COMMIT in one round
-// trip, the arrays encoded by pgx from typed slices.
+// transaction, one connection per partition (see mergeBatch).
 func rawMerge(b *testing.B, dsn string, postmaster, perPartition, chunk int) rawResult {
+	b.Helper()
+	createMergeTables(b, dsn)
+	enq := time.Now()
+	return perPartitionConns(b, dsn, postmaster, nil, func(ctx context.Context, conn *pgx.Conn, p int) error {
+		id := strconv.Itoa(p)
+		wm := int64(-1)
+		var rows mergeRows
+		for i := 0; i < perPartition; i += chunk {
+			rows.reset()
+			for j := i; j < min(i+chunk, perPartition); j++ {
+				o := order(p, j)
+				rows.add(o.OrderID, o.Customer.ID, o.Amount, o.Currency, o.CreatedAt, id, int64(j), enq)
+			}
+			if err := mergeBatch(ctx, conn, id, &wm, &rows); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// createMergeTables makes the tables of the hand merge, raw_upsert and
+// raw_watermarks (a row at -1 for every partition).
+func createMergeTables(b *testing.B, dsn string) {
 	b.Helper()
 	query(b, dsn, `CREATE TABLE raw_upsert (`+rowDDL+`, _ehsink_partition text NOT NULL, _ehsink_seq bigint NOT NULL, PRIMARY KEY (order_id))`)
 	query(b, dsn, `CREATE TABLE raw_watermarks (partition_id text PRIMARY KEY, sequence_number bigint NOT NULL)`)
+	query(b, dsn, `INSERT INTO raw_watermarks SELECT p::text, -1 FROM generate_series(0, `+strconv.Itoa(partitions-1)+`) AS p`)
+}
+
+// mergeRows are the rows of one merge transaction, an array per column.
+type mergeRows struct {
+	orderID, customer, currency, part []string
+	amount                            []float64
+	created, enqueued                 []time.Time
+	seq                               []int64
+}
+
+func (m *mergeRows) reset() {
+	m.orderID, m.customer, m.currency, m.part = m.orderID[:0], m.customer[:0], m.currency[:0], m.part[:0]
+	m.amount, m.created, m.enqueued, m.seq = m.amount[:0], m.created[:0], m.enqueued[:0], m.seq[:0]
+}
+
+func (m *mergeRows) add(orderID, customer string, amount float64, currency string, created time.Time, part string, seq int64, enqueued time.Time) {
+	m.orderID, m.customer, m.amount, m.currency = append(m.orderID, orderID), append(m.customer, customer), append(m.amount, amount), append(m.currency, currency)
+	m.created, m.part, m.seq, m.enqueued = append(m.created, created), append(m.part, part), append(m.seq, seq), append(m.enqueued, enqueued)
+}
+
+// mergeSQL is the upsert sink's statement, written by hand: INSERT …
+// SELECT FROM unnest of one array per column, ON CONFLICT with the
+// ordering guard.
+var mergeSQL = func() string {
 	cols := append(append([]string(nil), rowColumns...), "_ehsink_seq")
 	var set []string
 	for _, c := range cols[1:] {
@@ -116,49 +162,32 @@ func rawMerge(b *testing.B, dsn string, postmaster, perPartition, chunk int) raw
 	}
 	set = append(set, "_ehsink_partition = EXCLUDED._ehsink_partition")
 	list := strings.Join(cols, ", ")
-	merge := `INSERT INTO raw_upsert AS t (` + list + `, _ehsink_partition) SELECT ` + list + `, $10::text FROM unnest($1::text[], $2::text[],
+	return `INSERT INTO raw_upsert AS t (` + list + `, _ehsink_partition) SELECT ` + list + `, $10::text FROM unnest($1::text[], $2::text[],
 		$3::float8[], $4::text[], $5::timestamptz[], $6::text[], $7::int8[], $8::timestamptz[], $9::int8[]) AS u (` + list + `)
 		ON CONFLICT (order_id) DO UPDATE SET ` + strings.Join(set, ", ") +
 		` WHERE t._ehsink_partition IS DISTINCT FROM EXCLUDED._ehsink_partition OR t._ehsink_seq < EXCLUDED._ehsink_seq`
-	enq := time.Now()
-	setup := func(ctx context.Context, conn *pgx.Conn, p int) error {
-		_, err := conn.Exec(ctx, `INSERT INTO raw_watermarks VALUES ($1, -1)`, strconv.Itoa(p))
-		return err
+}()
+
+// mergeBatch merges rows of partition id in one transaction, as the
+// upsert sink does: BEGIN and the watermark fence (from *wm to the last
+// row's sequence number) in one round trip, then the merge and COMMIT in
+// one round trip, the arrays encoded by pgx from typed slices.
+func mergeBatch(ctx context.Context, conn *pgx.Conn, id string, wm *int64, rows *mergeRows) error {
+	last := rows.seq[len(rows.seq)-1]
+	begin := &pgx.Batch{}
+	begin.Queue("BEGIN")
+	begin.Queue(`UPDATE raw_watermarks SET sequence_number = $2 WHERE partition_id = $1 AND sequence_number = $3`, id, last, *wm)
+	if err := conn.SendBatch(ctx, begin).Close(); err != nil {
+		return fmt.Errorf("begin: %w", err)
 	}
-	return perPartitionConns(b, dsn, postmaster, setup, func(ctx context.Context, conn *pgx.Conn, p int) error {
-		id := strconv.Itoa(p)
-		wm := int64(-1)
-		var (
-			orderID, customer, currency, part []string
-			amount                            []float64
-			created, enqueued                 []time.Time
-			seq                               []int64
-		)
-		for i := 0; i < perPartition; i += chunk {
-			end := min(i+chunk, perPartition)
-			begin := &pgx.Batch{}
-			begin.Queue("BEGIN")
-			begin.Queue(`UPDATE raw_watermarks SET sequence_number = $2 WHERE partition_id = $1 AND sequence_number = $3`, id, int64(end-1), wm)
-			if err := conn.SendBatch(ctx, begin).Close(); err != nil {
-				return fmt.Errorf("begin: %w", err)
-			}
-			orderID, customer, currency, part = orderID[:0], customer[:0], currency[:0], part[:0]
-			amount, created, enqueued, seq = amount[:0], created[:0], enqueued[:0], seq[:0]
-			for j := i; j < end; j++ {
-				o := order(p, j)
-				orderID, customer, amount, currency = append(orderID, o.OrderID), append(customer, o.Customer.ID), append(amount, o.Amount), append(currency, o.Currency)
-				created, part, seq, enqueued = append(created, o.CreatedAt), append(part, id), append(seq, int64(j)), append(enqueued, enq)
-			}
-			end2 := &pgx.Batch{}
-			end2.Queue(merge, orderID, customer, amount, currency, created, part, seq, enqueued, seq, id)
-			end2.Queue("COMMIT")
-			if err := conn.SendBatch(ctx, end2).Close(); err != nil {
-				return fmt.Errorf("merge: %w", err)
-			}
-			wm = int64(end - 1)
-		}
-		return nil
-	})
+	end := &pgx.Batch{}
+	end.Queue(mergeSQL, rows.orderID, rows.customer, rows.amount, rows.currency, rows.created, rows.part, rows.seq, rows.enqueued, rows.seq, id)
+	end.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, end).Close(); err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	*wm = last
+	return nil
 }
 
 // query runs one statement on a new connection and scans its one row
