@@ -148,10 +148,11 @@ type CheckpointSpec struct {
 	// File stores checkpoints in a local directory, in the same layout.
 	File *FileCheckpointSpec `yaml:"file"`
 	// EveryEvents checkpoints after at least this many events were committed
-	// by the sink. If zero (and EveryInterval is zero), after every flush.
+	// by the sink (1: after every flush).
 	EveryEvents int `yaml:"every_events"`
-	// EveryInterval checkpoints at most this often. Checkpoints are always
-	// written when a partition closes and on shutdown.
+	// EveryInterval checkpoints at most this often. If both are zero, 1s.
+	// Checkpoints are always written when a partition closes, goes quiet
+	// (an empty batch) and on shutdown.
 	EveryInterval time.Duration `yaml:"every_interval"`
 }
 
