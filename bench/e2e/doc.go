@@ -19,6 +19,13 @@
 //     per column) ON CONFLICT, with the same ordering guard and watermark
 //     fence, the arrays encoded by pgx from typed slices (the upsert sink
 //     ceiling);
+//   - the raw pipelines: the drain child writing each batch as a consumer
+//     written by hand would, decoding the orders with encoding/json, then
+//     one COPY (append) or one fenced merge transaction (upsert) per
+//     batch, the next batch received meanwhile; they share the cores with
+//     the emulator and the server as ehsink does, and are the ceiling of
+//     ehsink on this machine (min(source, sink) assumes each side has the
+//     machine to itself);
 //   - `ehsink run` into PostgreSQL append, PostgreSQL upsert and Parquet,
 //     with default settings but for the load-balancing strategy (greedy,
 //     as for one replica) and, for Parquet, max_rows set to the events of
@@ -32,7 +39,8 @@
 // writes a CPU and a heap profile of each ehsink run.
 //
 // It prints a table of events/s, the ratio to min(source ceiling, sink
-// ceiling), CPU µs per event against the raw drain's, the PostgreSQL
-// server's CPU µs per row, and peak RSS. It needs Linux (/proc) and
+// ceiling) and to the raw pipeline, CPU µs per event against the raw
+// drain's, the PostgreSQL server's CPU µs per row, the emulator's CPU µs
+// per event over the run, and peak RSS. It needs Linux (/proc) and
 // PostgreSQL from internal/testenv.
 package e2e
