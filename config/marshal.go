@@ -165,6 +165,9 @@ func encodeStruct(v reflect.Value) (*yaml.Node, error) {
 		if (fv.Kind() == reflect.Pointer || fv.Kind() == reflect.Interface) && fv.IsNil() {
 			continue
 		}
+		if hasOpt(opts, "omitempty") && (fv.IsZero() || (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map) && fv.Len() == 0) {
+			continue // an unused option, such as a sink's explode or routes
+		}
 		if name == "" {
 			name = strings.ToLower(sf.Name)
 		}

@@ -23,6 +23,9 @@ type printed struct {
 	Opt    *batch            `yaml:"opt"`
 	Set    *batch            `yaml:"set"`
 	Any    any               `yaml:"any"`
+	Unused []string          `yaml:"unused,omitempty"`
+	Used   []string          `yaml:"used,omitempty"`
+	Zero   time.Duration     `yaml:"zero,omitempty"`
 	Inline any               `yaml:",inline"`
 }
 
@@ -35,6 +38,7 @@ func TestMarshal(t *testing.T) {
 		Keys:   []string{"a", "b"},
 		Labels: map[string]string{"z": "1", "a": "$.x"},
 		Set:    &batch{MaxEvents: 5, MaxWait: time.Second},
+		Used:   []string{"x"},
 		Inline: &struct {
 			Table string        `yaml:"table"`
 			DSN   secret.String `yaml:"dsn"`
@@ -58,6 +62,7 @@ func TestMarshal(t *testing.T) {
 		"name": "true", "connection": "***", "empty": "", "wait": "1m30s", "size": "64MiB",
 		"keys": []any{"a", "b"}, "none": []any{}, "labels": map[string]any{"a": "$.x", "z": "1"},
 		"set":   map[string]any{"max_events": 5, "max_wait": "1s"},
+		"used":  []any{"x"}, // unused and zero are omitempty and empty
 		"table": "orders", "dsn": "***",
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -37,12 +37,12 @@ type Config struct {
 	// and @index its position (see [mapping.Options]). All rows of an
 	// event go to the same file (with routes, to its route's; every route
 	// explodes).
-	Explode mapping.Path `yaml:"explode"`
+	Explode mapping.Path `yaml:"explode,omitempty"`
 	// Routes send each event to the files of the first route whose
 	// condition holds, each route with its path and columns (see [Route]).
 	// With routes, Path is where the dead letters go (its folder's
 	// _dead_letters) and Columns is not set.
-	Routes []Route `yaml:"routes"`
+	Routes []Route `yaml:"routes,omitempty"`
 	// MaxOpenFiles rolls the open files of a partition once a routed
 	// partition has this many (one per route and value of its path):
 	// memory is about max_open_files x row_group_size per partition. If

@@ -59,12 +59,12 @@ type Config struct {
 	// JSON path (such as $.records): the element is the `$` of the columns,
 	// and @index its position (see [mapping.Options]). With routes, set it
 	// per route.
-	Explode mapping.Path `yaml:"explode"`
+	Explode mapping.Path `yaml:"explode,omitempty"`
 	// Routes send each event to the table of the first route whose
 	// condition holds (see [Route]). With routes, Table, Key and Columns
 	// are set per route, and the state tables live in the schema of the
 	// connection's search_path.
-	Routes []Route `yaml:"routes"`
+	Routes []Route `yaml:"routes,omitempty"`
 	// CreateTable creates the target table from the mapping when it does
 	// not exist. If false (the default), a missing table is an error.
 	CreateTable bool `yaml:"create_table"`
@@ -110,7 +110,7 @@ type Route struct {
 	// Columns maps event values to the route's table columns. Required.
 	Columns mapping.Columns `yaml:"columns"`
 	// Explode makes one row per element of an array, as Config.Explode.
-	Explode mapping.Path `yaml:"explode"`
+	Explode mapping.Path `yaml:"explode,omitempty"`
 	// MaxTables bounds how many tables a templated Table may name; an
 	// event that would name one more is a dead letter. If zero, 100.
 	MaxTables int `yaml:"max_tables"`
