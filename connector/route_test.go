@@ -17,15 +17,11 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/connector"
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/parquettest"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/testenv"
 )
@@ -265,41 +261,15 @@ func wantCheckpoints(t *testing.T, ctx context.Context, cfg *connector.Config, a
 	}
 }
 
-// eachParquetRow reads a Parquet file with arrow-go's reader (not the
-// writer's library) and calls fn for each row with its columns by name.
-func eachParquetRow(t *testing.T, path string, fn func(col func(name string) arrow.Array, r int)) {
+// parquetRows reads a Parquet file with arrow-go's reader (parquettest),
+// not the writer's library.
+func parquetRows(t *testing.T, path string) []map[string]any {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdr, err := file.NewParquetReader(bytes.NewReader(data))
+	tb, err := parquettest.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	defer rdr.Close()
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	defer tbl.Release()
-	rr := array.NewTableReader(tbl, -1)
-	defer rr.Release()
-	for rr.Next() {
-		rec := rr.RecordBatch()
-		cols := map[string]int{}
-		for i, f := range rec.Schema().Fields() {
-			cols[f.Name] = i
-		}
-		col := func(name string) arrow.Array { return rec.Column(cols[name]) }
-		for r := range int(rec.NumRows()) {
-			fn(col, r)
-		}
-	}
+	return tb.Rows
 }
 
 // readOrdersParquet reads the part, seq and order_id columns of a file
@@ -307,12 +277,12 @@ func eachParquetRow(t *testing.T, path string, fn func(col func(name string) arr
 func readOrdersParquet(t *testing.T, path string) []string {
 	t.Helper()
 	var out []string
-	eachParquetRow(t, path, func(col func(string) arrow.Array, r int) {
-		part, seq, id := col("part").(*array.String), col("seq").(*array.Int64), col("order_id").(*array.String)
-		if want := fmt.Sprintf("%s-%d", part.Value(r), seq.Value(r)); id.Value(r) != want {
-			t.Fatalf("%s: row %d has order_id %s, want %s", path, r, id.Value(r), want)
+	for r, row := range parquetRows(t, path) {
+		part, seq, id := row["part"].(string), row["seq"].(int64), row["order_id"].(string)
+		if want := fmt.Sprintf("%s-%d", part, seq); id != want {
+			t.Fatalf("%s: row %d has order_id %s, want %s", path, r, id, want)
 		}
-		out = append(out, fmt.Sprintf("%s/%d", part.Value(r), seq.Value(r)))
-	})
+		out = append(out, fmt.Sprintf("%s/%d", part, seq))
+	}
 	return out
 }

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/connector"
@@ -232,18 +230,16 @@ func wantDead(t *testing.T, where string, got, want []string) {
 }
 
 // readRecordsParquet reads the part, seq and idx columns of a file with
-// arrow-go's reader (eachParquetRow) as "part/seq/idx", checking v == idx.
+// arrow-go's reader (parquetRows) as "part/seq/idx", checking v == idx.
 func readRecordsParquet(t *testing.T, path string) []string {
 	t.Helper()
 	var out []string
-	eachParquetRow(t, path, func(col func(name string) arrow.Array, r int) {
-		part := col("part").(*array.String)
-		seq, idx := col("seq").(*array.Int64), col("idx").(*array.Int64)
-		v := col("v").(*array.Int32)
-		if int64(v.Value(r)) != idx.Value(r) {
-			t.Fatalf("%s: row %d has v %d for index %d", path, r, v.Value(r), idx.Value(r))
+	for r, row := range parquetRows(t, path) {
+		part, seq, idx, v := row["part"].(string), row["seq"].(int64), row["idx"].(int64), row["v"].(int32)
+		if int64(v) != idx {
+			t.Fatalf("%s: row %d has v %d for index %d", path, r, v, idx)
 		}
-		out = append(out, fmt.Sprintf("%s/%d/%d", part.Value(r), seq.Value(r), idx.Value(r)))
-	})
+		out = append(out, fmt.Sprintf("%s/%d/%d", part, seq, idx))
+	}
 	return out
 }

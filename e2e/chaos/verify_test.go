@@ -14,11 +14,9 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/internal/parquettest"
 )
 
 // pos is an event's place in the hub.
@@ -522,47 +520,22 @@ func (h *harness) readParquet() ([]row, int, error) {
 	return out, temps, nil
 }
 
+// readParquetFile reads the part, seq and id columns of a file with
+// arrow-go's reader (parquettest), not the writer's library.
 func readParquetFile(path string) ([]row, error) {
-	rdr, err := file.OpenParquetFile(path, false)
+	tb, err := parquettest.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer rdr.Close()
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, err
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	defer tbl.Release()
-	n := int(tbl.NumRows())
-	out := make([]row, n)
-	sch := tbl.Schema()
-	for _, name := range []string{"part", "seq", "id"} {
-		idx := sch.FieldIndices(name)
-		if len(idx) != 1 {
-			return nil, fmt.Errorf("no column %q", name)
+	out := make([]row, len(tb.Rows))
+	for i, r := range tb.Rows {
+		part, ok1 := r["part"].(string)
+		seq, ok2 := r["seq"].(int64)
+		id, ok3 := r["id"].(string)
+		if !ok1 || !ok2 || !ok3 {
+			return nil, fmt.Errorf("row %d: part, seq, id are %T, %T, %T: want string, int64, string", i, r["part"], r["seq"], r["id"])
 		}
-		i := 0
-		for _, chunk := range tbl.Column(idx[0]).Data().Chunks() {
-			for j := 0; j < chunk.Len(); j++ {
-				switch a := chunk.(type) {
-				case *array.String:
-					if name == "part" {
-						out[i].part = a.Value(j)
-					} else {
-						out[i].id = a.Value(j)
-					}
-				case *array.Int64:
-					out[i].seq = a.Value(j)
-				default:
-					return nil, fmt.Errorf("column %q is %s", name, chunk.DataType())
-				}
-				i++
-			}
-		}
+		out[i] = row{pos: pos{part: part, seq: seq}, id: id}
 	}
 	return out, nil
 }

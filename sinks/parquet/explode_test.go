@@ -94,7 +94,7 @@ func wantExplodedOnce(t *testing.T, d destination) {
 	slices.Sort(names)
 	var got []string
 	for _, n := range names {
-		for _, r := range readParquet(t, n, files[n]).rows {
+		for _, r := range readParquet(t, n, files[n]).Rows {
 			id := fmt.Sprintf("%d-%d", r["seq"].(int64), r["idx"].(int64))
 			if r["id"] != id || r["v"] != int32(r["idx"].(int64)) {
 				t.Fatalf("%s: row %v is not element %s", n, r, id)

@@ -3,12 +3,10 @@ package parquet
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,12 +14,9 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/ehsink/ehsink/internal/parquettest"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/secret"
@@ -147,83 +142,17 @@ func blobFiles(t *testing.T, client *container.Client) map[string][]byte {
 }
 
 // table is a Parquet file as arrow-go reads it.
-type table struct {
-	fields []arrow.Field
-	rows   []map[string]any
-	meta   map[string]string
-}
+// table is a file read back with arrow-go (parquettest), not with the
+// writer's library.
+type table = parquettest.Table
 
-// readParquet reads a whole file with arrow-go's Parquet reader, an
-// implementation independent of the parquet-go writer under test. Values
-// come out as string, int32, int64, float64, bool, time.Time (UTC), []byte,
-// a decimal as UNSCALEDe-SCALE, or nil.
 func readParquet(t *testing.T, name string, data []byte) table {
 	t.Helper()
-	rdr, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("%s: arrow-go cannot open it: %v", name, err)
-	}
-	defer rdr.Close()
-	tb := table{meta: map[string]string{}}
-	kv := rdr.MetaData().KeyValueMetadata()
-	for i, k := range kv.Keys() {
-		tb.meta[k] = kv.Values()[i]
-	}
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	tb, err := parquettest.Read(data)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	at, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatalf("%s: arrow-go cannot read it: %v", name, err)
-	}
-	defer at.Release()
-	tb.fields = at.Schema().Fields()
-	n := int(at.NumRows())
-	tb.rows = make([]map[string]any, n)
-	for i := range tb.rows {
-		tb.rows[i] = map[string]any{}
-	}
-	for c := 0; c < int(at.NumCols()); c++ {
-		col := at.Column(c)
-		row := 0
-		for _, chunk := range col.Data().Chunks() {
-			for i := 0; i < chunk.Len(); i++ {
-				tb.rows[row][col.Name()] = arrowValue(chunk, i)
-				row++
-			}
-		}
-	}
 	return tb
-}
-
-func arrowValue(a arrow.Array, i int) any {
-	if a.IsNull(i) {
-		return nil
-	}
-	switch x := a.(type) {
-	case *array.String:
-		return x.Value(i)
-	case *array.Int32:
-		return x.Value(i)
-	case *array.Int64:
-		return x.Value(i)
-	case *array.Float64:
-		return x.Value(i)
-	case *array.Boolean:
-		return x.Value(i)
-	case *array.Timestamp:
-		unit := x.DataType().(*arrow.TimestampType).Unit
-		return x.Value(i).ToTime(unit).UTC()
-	case *array.Decimal128:
-		// Unscaled value and scale: exact, with no formatting choices.
-		return fmt.Sprintf("%se-%d", x.Value(i).BigInt(), x.DataType().(*arrow.Decimal128Type).Scale)
-	case *array.Binary:
-		return slices.Clone(x.Value(i))
-	case *array.FixedSizeBinary:
-		return slices.Clone(x.Value(i))
-	}
-	return a.ValueStr(i)
 }
 
 // committedSeqs reads every visible data file of a partition and returns
@@ -249,17 +178,17 @@ func committedSeqsUnder(t *testing.T, d destination, partition, prefix string, c
 	var out []int64
 	for _, n := range names {
 		tb := readParquet(t, n, files[n])
-		if tb.meta[metaPartition] != partition {
-			t.Fatalf("%s: metadata partition %q, want %q", n, tb.meta[metaPartition], partition)
+		if tb.Meta[metaPartition] != partition {
+			t.Fatalf("%s: metadata partition %q, want %q", n, tb.Meta[metaPartition], partition)
 		}
 		base := strings.TrimSuffix(n[strings.LastIndexByte(n, '/')+1:], ".parquet")
 		parts := strings.Split(base, "-")
 		first, _ := strconv.ParseInt(parts[1], 10, 64)
 		last, _ := strconv.ParseInt(parts[2], 10, 64)
-		if tb.meta[metaFirstSeq] != strconv.FormatInt(first, 10) || tb.meta[metaLastSeq] != strconv.FormatInt(last, 10) {
-			t.Fatalf("%s: metadata range %s..%s does not match the name", n, tb.meta[metaFirstSeq], tb.meta[metaLastSeq])
+		if tb.Meta[metaFirstSeq] != strconv.FormatInt(first, 10) || tb.Meta[metaLastSeq] != strconv.FormatInt(last, 10) {
+			t.Fatalf("%s: metadata range %s..%s does not match the name", n, tb.Meta[metaFirstSeq], tb.Meta[metaLastSeq])
 		}
-		for _, r := range tb.rows {
+		for _, r := range tb.Rows {
 			if check != nil {
 				check(n, r)
 			}

@@ -600,16 +600,16 @@ func TestTypesRoundTrip(t *testing.T) {
 					"ts_ms:timestamp[ms, tz=UTC]", "ts_us:timestamp[us, tz=UTC]", "dec:decimal(9, 2)", "dec18:decimal(18, 4)",
 					"dec30:decimal(30, 3)", "j:utf8", "u:extension<arrow.uuid>", "opt:utf8", "seq:int64"}
 				var gotTypes []string
-				for _, f := range tb.fields {
+				for _, f := range tb.Fields {
 					gotTypes = append(gotTypes, f.Name+":"+f.Type.String())
 				}
 				if !slices.Equal(gotTypes, wantTypes) {
 					t.Fatalf("columns\n got %v\nwant %v", gotTypes, wantTypes)
 				}
-				if len(tb.rows) != len(events) {
-					t.Fatalf("%d rows, want %d", len(tb.rows), len(events))
+				if len(tb.Rows) != len(events) {
+					t.Fatalf("%d rows, want %d", len(tb.Rows), len(events))
 				}
-				for i, r := range tb.rows {
+				for i, r := range tb.Rows {
 					want := map[string]any{
 						"s": fmt.Sprintf("héllo %d", i), "i32": int32(-i), "i64": int64(i) << 40, "d": float64(i) + 0.5,
 						"b": i%2 == 0, "ts_ms": ts.Add(time.Duration(i) * time.Second).Truncate(time.Millisecond),
