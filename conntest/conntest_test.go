@@ -29,14 +29,16 @@ func loadConfig(t *testing.T, path string) *connector.Config {
 // returns the result, the report and the error.
 func runFile(t *testing.T, cfgPath, path string) (Result, string, error) {
 	t.Helper()
-	cfg := loadConfig(t, cfgPath)
-	f, err := ReadFile(path)
-	if err != nil {
-		return Result{}, "", err
-	}
 	var out strings.Builder
-	res, err := Run(context.Background(), cfg, path, f, &out)
+	res, err := RunFiles(context.Background(), cfgPath, connector.LoadOptions{Getenv: func(string) string { return "" }}, path, &out)
 	return res, out.String(), err
+}
+
+func TestRunFilesNamesABadConfig(t *testing.T) {
+	_, _, err := runFile(t, "testdata/missing.yaml", "testdata/pass.yaml")
+	if err == nil || !strings.Contains(err.Error(), "testdata/missing.yaml") {
+		t.Fatalf("err = %v, want one naming testdata/missing.yaml", err)
+	}
 }
 
 func TestPassingFile(t *testing.T) {

@@ -28,6 +28,22 @@ type Result struct {
 	Failed int
 }
 
+// RunFiles loads the configuration at configPath with opts and runs the
+// cases of the test file at testPath against it, as `ehsink test` does,
+// writing the report to w. It lets a `go test` run a config's cases, with
+// the sinks its package registers (a custom sink's, say).
+func RunFiles(ctx context.Context, configPath string, opts connector.LoadOptions, testPath string, w io.Writer) (Result, error) {
+	cfg, err := connector.Load(configPath, opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", configPath, err)
+	}
+	f, err := ReadFile(testPath)
+	if err != nil {
+		return Result{}, err
+	}
+	return Run(ctx, cfg, testPath, f, w)
+}
+
 // Run runs every case of f against the connectors of cfg, in order, and
 // writes a PASS line per passing case and a FAIL block with the difference
 // per failing one to w; testPath names the file in the report. A file that

@@ -15,16 +15,9 @@ import (
 )
 
 func TestExample(t *testing.T) {
-	cfg, err := connector.Load("connectors.yaml", connector.LoadOptions{Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	f, err := conntest.ReadFile("connectors_test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out strings.Builder
-	res, err := conntest.Run(context.Background(), cfg, "connectors_test.yaml", f, &out)
+	noEnv := connector.LoadOptions{Getenv: func(string) string { return "" }}
+	res, err := conntest.RunFiles(context.Background(), "connectors.yaml", noEnv, "connectors_test.yaml", &out)
 	if err != nil {
 		t.Fatal(err)
 	}
