@@ -1,8 +1,10 @@
 package mapping
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -19,8 +21,11 @@ const maxDepth = 512
 // the body once and follows the trie; subtrees no column asks for are
 // skipped (but still validated).
 type node struct {
-	keys    map[string]*node
-	small   []keyChild // the keys as a list, used instead of the map when short
+	keys  map[string]*node
+	small []keyChild // the keys as a list, used instead of the map when short
+	// lens has the lenBit of each key: most keys of a body are not in
+	// the trie, and most of those differ in length from every key that is.
+	lens    uint64
 	indexes []indexChild
 	cols    []int // columns whose value is the value at this node
 	// explode, at the node of an exploded path, is the trie of the
@@ -39,9 +44,12 @@ const smallKeys = 8
 
 // child returns the child for an object key, or nil.
 func (n *node) child(key []byte) *node {
+	if n.lens&lenBit(len(key)) == 0 {
+		return nil
+	}
 	if n.small != nil {
 		for i := range n.small {
-			if n.small[i].key == string(key) {
+			if k := n.small[i].key; len(k) == len(key) && k == string(key) {
 				return n.small[i].child
 			}
 		}
@@ -49,6 +57,9 @@ func (n *node) child(key []byte) *node {
 	}
 	return n.keys[string(key)]
 }
+
+// lenBit is the bit of node.lens for a key of n bytes.
+func lenBit(n int) uint64 { return 1 << min(n, 63) }
 
 type indexChild struct {
 	index int
@@ -83,7 +94,6 @@ type span struct {
 // scan allocates nothing in the steady state.
 type scanner struct {
 	data  []byte
-	pos   int
 	depth int
 	spans []span
 	buf   []byte // scratch for unescaped keys and strings
@@ -98,14 +108,18 @@ type scanner struct {
 	rows   Rows // handed out by Mapper.Rows, so that it allocates nothing
 }
 
-func (s *scanner) fail(msg string) error {
-	return fmt.Errorf("%w at offset %d: %s", ErrInvalidJSON, s.pos, msg)
+// The scanning methods take the offset of what they scan and return the
+// offset past it: the offset lives in a register, not in the scanner, in
+// the loops that touch every byte.
+
+func (s *scanner) fail(pos int, msg string) error {
+	return fmt.Errorf("%w at offset %d: %s", ErrInvalidJSON, pos, msg)
 }
 
 // scan validates data as one JSON value and records the spans of the
 // columns in the trie rooted at root.
 func (s *scanner) scan(data []byte, root *node, ncols int) error {
-	s.data, s.pos, s.depth = data, 0, 0
+	s.data, s.depth = data, 0
 	s.ncols, s.nElems, s.exKind, s.index = ncols, 0, jMissing, 0
 	s.all = s.all[:0]
 	if cap(s.spans) < ncols {
@@ -113,70 +127,77 @@ func (s *scanner) scan(data []byte, root *node, ncols int) error {
 	}
 	s.spans = s.spans[:ncols]
 	clear(s.spans)
-	s.ws()
-	if s.pos >= len(s.data) {
-		return s.fail("empty body")
+	pos := ws(data, 0)
+	if pos >= len(data) {
+		return s.fail(pos, "empty body")
 	}
-	if err := s.value(root); err != nil {
+	pos, err := s.value(root, pos)
+	if err != nil {
 		return err
 	}
-	s.ws()
-	if s.pos != len(s.data) {
-		return s.fail("data after the JSON value")
+	if pos = ws(data, pos); pos != len(data) {
+		return s.fail(pos, "data after the JSON value")
 	}
 	return nil
 }
 
-func (s *scanner) ws() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
+// ws returns the offset of the first byte at or after pos that is not
+// JSON whitespace.
+func ws(d []byte, pos int) int {
+	for pos < len(d) && d[pos] <= ' ' && (d[pos] == ' ' || d[pos] == '\n' || d[pos] == '\r' || d[pos] == '\t') {
+		pos++
 	}
+	return pos
 }
 
-func (s *scanner) value(n *node) error {
-	if s.pos >= len(s.data) {
-		return s.fail("unexpected end of input")
+// value scans the value at data[pos], which must exist.
+func (s *scanner) value(n *node, pos int) (int, error) {
+	d := s.data
+	if pos >= len(d) {
+		return pos, s.fail(pos, "unexpected end of input")
 	}
-	start := s.pos
+	start := pos
 	var kind byte
 	escaped := false
 	var err error
-	switch c := s.data[s.pos]; {
-	case c == '{':
-		kind, err = jObject, s.object(n)
-	case c == '[':
-		kind, err = jArray, s.array(n)
-	case c == '"':
+	switch c := d[pos]; c {
+	case '"':
 		kind = jString
-		escaped, err = s.str()
-	case c == 't':
-		kind, err = jTrue, s.literal("true")
-	case c == 'f':
-		kind, err = jFalse, s.literal("false")
-	case c == 'n':
-		kind, err = jNull, s.literal("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		kind, err = jNumber, s.number()
+		pos, escaped, err = s.str(pos)
+	case '{':
+		kind = jObject
+		pos, err = s.object(n, pos)
+	case '[':
+		kind = jArray
+		pos, err = s.array(n, pos)
+	case 't':
+		kind = jTrue
+		pos, err = s.literal(pos, "true")
+	case 'f':
+		kind = jFalse
+		pos, err = s.literal(pos, "false")
+	case 'n':
+		kind = jNull
+		pos, err = s.literal(pos, "null")
 	default:
-		return s.fail(fmt.Sprintf("unexpected %q", c))
+		if c != '-' && (c < '0' || c > '9') {
+			return pos, s.fail(pos, fmt.Sprintf("unexpected %q", c))
+		}
+		kind = jNumber
+		pos, err = s.number(pos)
 	}
 	if err != nil {
-		return err
+		return pos, err
 	}
 	if n != nil {
 		for _, col := range n.cols {
-			s.spans[col] = span{start: start, end: s.pos, kind: kind, escaped: escaped}
+			s.spans[col] = span{start: start, end: pos, kind: kind, escaped: escaped}
 		}
 		if n.explode != nil {
 			s.exKind = kind
 		}
 	}
-	return nil
+	return pos, nil
 }
 
 // element starts the spans of the next element of an exploded array and
@@ -194,213 +215,240 @@ func (s *scanner) element(cols *node) *node {
 	return cols
 }
 
-func (s *scanner) object(n *node) error {
+func (s *scanner) object(n *node, pos int) (int, error) {
 	if s.depth++; s.depth > maxDepth {
-		return s.fail("nesting too deep")
+		return pos, s.fail(pos, "nesting too deep")
 	}
-	s.pos++ // {
-	s.ws()
-	if s.pos < len(s.data) && s.data[s.pos] == '}' {
-		s.pos++
+	d := s.data
+	pos = ws(d, pos+1) // past {
+	if pos < len(d) && d[pos] == '}' {
 		s.depth--
-		return nil
+		return pos + 1, nil
 	}
+	lookup := n != nil && n.keys != nil
 	for {
-		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
-			return s.fail("want an object key")
+		if pos >= len(d) || d[pos] != '"' {
+			return pos, s.fail(pos, "want an object key")
 		}
-		kstart := s.pos + 1
-		escaped, err := s.str()
-		if err != nil {
-			return err
+		kstart := pos + 1
+		var escaped bool
+		var err error
+		if pos, escaped, err = s.str(pos); err != nil {
+			return pos, err
 		}
 		var child *node
-		if n != nil && n.keys != nil {
-			key := s.data[kstart : s.pos-1]
+		if lookup {
+			key := d[kstart : pos-1]
 			if escaped {
 				s.buf = unescape(s.buf[:0], key)
 				key = s.buf
 			}
 			child = n.child(key)
 		}
-		s.ws()
-		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
-			return s.fail("want : after an object key")
+		if pos < len(d) && d[pos] == ':' {
+			pos++ // the common case: no space before the colon
+		} else {
+			if pos = ws(d, pos); pos >= len(d) || d[pos] != ':' {
+				return pos, s.fail(pos, "want : after an object key")
+			}
+			pos++
 		}
-		s.pos++
-		s.ws()
-		if err := s.value(child); err != nil {
-			return err
+		if pos, err = s.value(child, ws(d, pos)); err != nil {
+			return pos, err
 		}
-		s.ws()
-		if s.pos >= len(s.data) {
-			return s.fail("unterminated object")
+		if pos = ws(d, pos); pos >= len(d) {
+			return pos, s.fail(pos, "unterminated object")
 		}
-		switch s.data[s.pos] {
+		switch d[pos] {
 		case ',':
-			s.pos++
-			s.ws()
+			pos = ws(d, pos+1)
 		case '}':
-			s.pos++
 			s.depth--
-			return nil
+			return pos + 1, nil
 		default:
-			return s.fail("want , or } in an object")
+			return pos, s.fail(pos, "want , or } in an object")
 		}
 	}
 }
 
-func (s *scanner) array(n *node) error {
+func (s *scanner) array(n *node, pos int) (int, error) {
 	if s.depth++; s.depth > maxDepth {
-		return s.fail("nesting too deep")
+		return pos, s.fail(pos, "nesting too deep")
 	}
-	s.pos++ // [
-	s.ws()
-	if s.pos < len(s.data) && s.data[s.pos] == ']' {
-		s.pos++
+	d := s.data
+	pos = ws(d, pos+1) // past [
+	if pos < len(d) && d[pos] == ']' {
 		s.depth--
-		return nil
+		return pos + 1, nil
 	}
 	// The elements of an exploded array are scanned with the columns'
 	// trie, each into spans of its own.
 	exploded := n != nil && n.explode != nil
+	indexed := n != nil && len(n.indexes) > 0
 	outer := s.spans
 	for i := 0; ; i++ {
 		var child *node
 		if exploded {
 			child = s.element(n.explode)
-		} else if n != nil {
+		} else if indexed {
 			for _, ic := range n.indexes {
 				if ic.index == i {
 					child = ic.child
 				}
 			}
 		}
-		if err := s.value(child); err != nil {
-			return err
+		var err error
+		if pos, err = s.value(child, pos); err != nil {
+			return pos, err
 		}
-		s.ws()
-		if s.pos >= len(s.data) {
-			return s.fail("unterminated array")
+		if pos = ws(d, pos); pos >= len(d) {
+			return pos, s.fail(pos, "unterminated array")
 		}
-		switch s.data[s.pos] {
+		switch d[pos] {
 		case ',':
-			s.pos++
-			s.ws()
+			pos = ws(d, pos+1)
 		case ']':
-			s.pos++
 			s.depth--
 			s.spans = outer
-			return nil
+			return pos + 1, nil
 		default:
-			return s.fail("want , or ] in an array")
+			return pos, s.fail(pos, "want , or ] in an array")
 		}
 	}
+}
+
+// plain marks the bytes a string scan passes without a second look:
+// printable ASCII other than the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+const (
+	lsb = 0x0101010101010101 // the low bit of each byte of a word
+	msb = 0x8080808080808080 // the high bit of each byte of a word
+)
+
+// special returns the high bits of the bytes of x (eight bytes of a
+// string, little-endian) that are not plain. The lowest bit set is exact,
+// so it gives the offset of the first such byte; bits above it may be
+// spurious (borrows), which a scan stopping at the first never sees.
+func special(x uint64) uint64 {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	return ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x | x) & msb
 }
 
 // str scans a string starting at its opening quote, validating escapes
 // and UTF-8, and reports whether it has escapes.
-func (s *scanner) str() (escaped bool, err error) {
-	start := s.pos
-	s.pos++
+func (s *scanner) str(pos int) (end int, escaped bool, err error) {
+	d := s.data
+	start := pos
+	pos++
 	ascii := true
-	for s.pos < len(s.data) {
-		for s.pos < len(s.data) && plainByte(s.data[s.pos]) {
-			s.pos++ // the common case: one table lookup per byte
-		}
-		if s.pos >= len(s.data) {
-			break
-		}
-		c := s.data[s.pos]
-		switch {
-		case c == '"':
-			s.pos++
-			if !ascii && !utf8.Valid(s.data[start:s.pos]) {
-				return false, fmt.Errorf("%w at offset %d: string is not valid UTF-8", ErrInvalidJSON, start)
+	for {
+		// The common case: eight bytes at a time, then the rest one table
+		// lookup per byte.
+		for pos+8 <= len(d) {
+			if m := special(binary.LittleEndian.Uint64(d[pos:])); m != 0 {
+				pos += bits.TrailingZeros64(m) >> 3
+				break
 			}
-			return escaped, nil
+			pos += 8
+		}
+		for pos < len(d) && plain[d[pos]] {
+			pos++
+		}
+		if pos >= len(d) {
+			return pos, false, s.fail(pos, "unterminated string")
+		}
+		switch c := d[pos]; {
+		case c == '"':
+			pos++
+			if !ascii && !utf8.Valid(d[start:pos]) {
+				return pos, false, s.fail(start, "string is not valid UTF-8")
+			}
+			return pos, escaped, nil
 		case c == '\\':
 			escaped = true
-			if s.pos+1 >= len(s.data) {
-				return false, s.fail("unterminated escape")
+			if pos+1 >= len(d) {
+				return pos, false, s.fail(pos, "unterminated escape")
 			}
-			switch s.data[s.pos+1] {
+			switch d[pos+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.pos += 2
+				pos += 2
 			case 'u':
-				if s.pos+6 > len(s.data) {
-					return false, s.fail("short \\u escape")
+				if pos+6 > len(d) {
+					return pos, false, s.fail(pos, "short \\u escape")
 				}
-				for _, h := range s.data[s.pos+2 : s.pos+6] {
+				for _, h := range d[pos+2 : pos+6] {
 					if hexVal(h) < 0 {
-						return false, s.fail("invalid \\u escape")
+						return pos, false, s.fail(pos, "invalid \\u escape")
 					}
 				}
-				s.pos += 6
+				pos += 6
 			default:
-				return false, s.fail("invalid escape")
+				return pos, false, s.fail(pos, "invalid escape")
 			}
 		case c < 0x20:
-			return false, s.fail("control character in string")
-		default:
-			if c >= 0x80 {
-				ascii = false
+			return pos, false, s.fail(pos, "control character in string")
+		default: // >= 0x80: checked as UTF-8 at the end
+			ascii = false
+			for pos++; pos < len(d) && d[pos] >= 0x80; pos++ {
 			}
-			s.pos++
 		}
 	}
-	return false, s.fail("unterminated string")
 }
 
-// plainByte reports whether a string scan can pass c without a second
-// look: printable ASCII other than the quote and the backslash.
-func plainByte(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
-
-func (s *scanner) literal(lit string) error {
-	if len(s.data)-s.pos < len(lit) || string(s.data[s.pos:s.pos+len(lit)]) != lit {
-		return s.fail("invalid literal")
+func (s *scanner) literal(pos int, lit string) (int, error) {
+	if len(s.data)-pos < len(lit) || string(s.data[pos:pos+len(lit)]) != lit {
+		return pos, s.fail(pos, "invalid literal")
 	}
-	s.pos += len(lit)
-	return nil
+	return pos + len(lit), nil
 }
 
-func (s *scanner) number() error {
+// digits returns the offset of the first byte at or after pos that is not
+// a decimal digit.
+func digits(d []byte, pos int) int {
+	for pos < len(d) && d[pos]-'0' <= 9 {
+		pos++
+	}
+	return pos
+}
+
+func (s *scanner) number(pos int) (int, error) {
 	d := s.data
-	if d[s.pos] == '-' {
-		s.pos++
+	if d[pos] == '-' {
+		pos++
 	}
 	switch {
-	case s.pos < len(d) && d[s.pos] == '0':
-		s.pos++
-	case s.pos < len(d) && d[s.pos] >= '1' && d[s.pos] <= '9':
-		for s.pos < len(d) && d[s.pos] >= '0' && d[s.pos] <= '9' {
-			s.pos++
-		}
+	case pos < len(d) && d[pos] == '0':
+		pos++
+	case pos < len(d) && d[pos] >= '1' && d[pos] <= '9':
+		pos = digits(d, pos+1)
 	default:
-		return s.fail("invalid number")
+		return pos, s.fail(pos, "invalid number")
 	}
-	if s.pos < len(d) && d[s.pos] == '.' {
-		s.pos++
-		if s.pos >= len(d) || d[s.pos] < '0' || d[s.pos] > '9' {
-			return s.fail("invalid number")
+	if pos < len(d) && d[pos] == '.' {
+		pos++
+		if pos >= len(d) || d[pos]-'0' > 9 {
+			return pos, s.fail(pos, "invalid number")
 		}
-		for s.pos < len(d) && d[s.pos] >= '0' && d[s.pos] <= '9' {
-			s.pos++
-		}
+		pos = digits(d, pos+1)
 	}
-	if s.pos < len(d) && (d[s.pos] == 'e' || d[s.pos] == 'E') {
-		s.pos++
-		if s.pos < len(d) && (d[s.pos] == '+' || d[s.pos] == '-') {
-			s.pos++
+	if pos < len(d) && (d[pos] == 'e' || d[pos] == 'E') {
+		pos++
+		if pos < len(d) && (d[pos] == '+' || d[pos] == '-') {
+			pos++
 		}
-		if s.pos >= len(d) || d[s.pos] < '0' || d[s.pos] > '9' {
-			return s.fail("invalid number")
+		if pos >= len(d) || d[pos]-'0' > 9 {
+			return pos, s.fail(pos, "invalid number")
 		}
-		for s.pos < len(d) && d[s.pos] >= '0' && d[s.pos] <= '9' {
-			s.pos++
-		}
+		pos = digits(d, pos+1)
 	}
-	return nil
+	return pos, nil
 }
 
 func hexVal(c byte) rune {
@@ -486,6 +534,7 @@ func (n *node) at(path []Step) *node {
 				}
 				next = &node{}
 				n.keys[st.Key] = next
+				n.lens |= lenBit(len(st.Key))
 				n.small = nil
 				if len(n.keys) <= smallKeys {
 					for k, c := range n.keys {
