@@ -124,6 +124,9 @@ func (m *Mapper) Rows(ev *sinks.Event) (*Rows, error) {
 	sc := m.pool.Get().(*scanner)
 	r := &sc.rows
 	*r = Rows{m: m, sc: sc, ev: ev, n: 1}
+	if len(sc.boxes) != len(m.cols) {
+		sc.boxes = make([]boxed, len(m.cols))
+	}
 	if !m.needScan {
 		return r, nil
 	}

@@ -166,36 +166,60 @@ func (m *Mapper) value(c *Column, i int, ev *sinks.Event, sc *scanner) (any, err
 		case jNull:
 			return nil, nil
 		}
-		s = scalar{kind: sp.kind, raw: ev.Body[sp.start:sp.end], fromJSON: true}
-		switch sp.kind {
+		kind, raw := sp.kind, ev.Body[sp.start:sp.end]
+		text := raw
+		switch kind {
 		case jString:
-			s.text = s.raw[1 : len(s.raw)-1]
+			text = raw[1 : len(raw)-1]
 			if sp.escaped {
-				sc.buf = unescape(sc.buf[:0], s.text)
-				s.text = sc.buf
+				sc.buf = unescape(sc.buf[:0], text)
+				text = sc.buf
 			}
-		case jObject, jArray:
-			s.kind = jObject
-			s.text = s.raw
-		default:
-			s.text = s.raw
+		case jArray:
+			kind = jObject
 		}
+		// The common conversions, without convert's detour.
+		switch {
+		case c.Type.Kind == KindString && kind != jTrue && kind != jFalse:
+			// Text from the body is valid UTF-8: the scan checked it.
+			return sc.boxBytes(i, text), nil
+		case c.Type.Kind == KindTimestamp && kind == jString:
+			if t, ok := parseRFC3339(text, c.Type.Unit.duration()); ok {
+				return sc.boxTime(i, t), nil
+			}
+		}
+		s = scalar{kind: kind, text: text, raw: raw, fromJSON: true}
 	case SourcePartition:
+		if c.Type.Kind == KindString {
+			return sc.shareString(i, ev.Partition)
+		}
 		s = scalar{kind: jString, text: bytesOf(ev.Partition)}
 	case SourceSequenceNumber:
 		s = scalar{kind: sInt, i: ev.SequenceNumber}
 	case SourceOffset:
+		if c.Type.Kind == KindString {
+			return sc.shareString(i, ev.Offset)
+		}
 		s = scalar{kind: jString, text: bytesOf(ev.Offset)}
 	case SourceEnqueuedTime:
+		if c.Type.Kind == KindTimestamp {
+			return sc.boxTime(i, ev.EnqueuedTime.UTC().Truncate(c.Type.Unit.duration())), nil
+		}
 		s = scalar{kind: sTime, t: ev.EnqueuedTime}
 	case SourcePartitionKey:
 		if ev.PartitionKey == nil {
 			return nil, nil
 		}
+		if c.Type.Kind == KindString {
+			return sc.shareString(i, *ev.PartitionKey)
+		}
 		s = scalar{kind: jString, text: bytesOf(*ev.PartitionKey)}
 	case SourceContentType:
 		if ev.ContentType == nil {
 			return nil, nil
+		}
+		if c.Type.Kind == KindString {
+			return sc.shareString(i, *ev.ContentType)
 		}
 		s = scalar{kind: jString, text: bytesOf(*ev.ContentType)}
 	case SourceProperty:
@@ -261,6 +285,71 @@ func propertyScalar(p any) scalar {
 	default:
 		return scalar{kind: jString, text: []byte(fmt.Sprint(v))}
 	}
+}
+
+// duration returns the unit as a duration, for time.Truncate.
+func (u TimeUnit) duration() time.Duration {
+	if u == Millis {
+		return time.Millisecond
+	}
+	return time.Microsecond
+}
+
+// boxed is the last value of a column and its boxed form, which the next
+// rows with the same value share: an interface holding a string or a
+// time.Time cannot be modified through, so rows may share one, and a
+// column whose values repeat (a partition, a currency, the enqueued time
+// of a batch) then costs no allocation.
+type boxed struct {
+	s string
+	t time.Time
+	v any
+}
+
+// maxBoxed bounds the length of the strings kept for sharing, so that what
+// the pooled scanners hold stays small.
+const maxBoxed = 64
+
+// boxBytes returns b (valid UTF-8) as a boxed string of its own.
+func (sc *scanner) boxBytes(i int, b []byte) any {
+	c := &sc.boxes[i]
+	if c.v != nil && c.s == string(b) {
+		return c.v
+	}
+	str := string(b)
+	if len(b) > maxBoxed {
+		return str
+	}
+	c.s, c.v = str, str
+	return c.v
+}
+
+// shareString returns str boxed, without a copy: a Go string is immutable
+// (an event's Partition and Offset are), so the row does not alias memory
+// the event may reuse.
+func (sc *scanner) shareString(i int, str string) (any, error) {
+	c := &sc.boxes[i]
+	if c.v != nil && c.s == str {
+		return c.v, nil
+	}
+	if !utf8.ValidString(str) {
+		return nil, errors.New("value is not valid UTF-8")
+	}
+	if len(str) > maxBoxed {
+		return str, nil
+	}
+	c.s, c.v = str, str
+	return c.v, nil
+}
+
+// boxTime returns t boxed.
+func (sc *scanner) boxTime(i int, t time.Time) any {
+	c := &sc.boxes[i]
+	if c.v != nil && c.t == t {
+		return c.v
+	}
+	c.t, c.v = t, t
+	return c.v
 }
 
 // quoteValue renders a value for an error message, shortened.
@@ -388,6 +477,9 @@ func convert(t Type, s *scalar, sc *scanner) (any, error) {
 		var ts time.Time
 		switch s.kind {
 		case jString:
+			if v, ok := parseRFC3339(s.text, t.Unit.duration()); ok {
+				return v, nil
+			}
 			v, err := time.Parse(time.RFC3339Nano, unsafe.String(unsafe.SliceData(s.text), len(s.text)))
 			if err != nil {
 				return nil, fmt.Errorf("%s is not an RFC 3339 timestamp", quoteValue(s.text))
@@ -406,11 +498,7 @@ func convert(t Type, s *scalar, sc *scanner) (any, error) {
 		default:
 			return nil, fmt.Errorf("%s is not a timestamp", s.describe())
 		}
-		unit := time.Microsecond
-		if t.Unit == Millis {
-			unit = time.Millisecond
-		}
-		return ts.UTC().Truncate(unit), nil
+		return ts.UTC().Truncate(t.Unit.duration()), nil
 	case KindJSON:
 		switch {
 		case s.fromJSON:

@@ -103,9 +103,10 @@ type scanner struct {
 	ncols  int
 	all    []span
 	nElems int
-	exKind byte // kind of the value at the exploded path
-	index  int  // the element being mapped (@index)
-	rows   Rows // handed out by Mapper.Rows, so that it allocates nothing
+	exKind byte    // kind of the value at the exploded path
+	index  int     // the element being mapped (@index)
+	rows   Rows    // handed out by Mapper.Rows, so that it allocates nothing
+	boxes  []boxed // per column of a Mapper, the last value (Mapper.value)
 }
 
 // The scanning methods take the offset of what they scan and return the
