@@ -52,7 +52,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (a failure is rerun once: a rea
 	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
 	    if ! $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/ehsink-fuzz.log 2>&1; then \
-	      cat /tmp/ehsink-fuzz.log; echo "fuzz $$target failed; running it again"; \
+	      sed 's/^/  first run: /' /tmp/ehsink-fuzz.log; echo "fuzz $$target failed; running it again"; \
 	      $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
 	    fi; \
 	  done; \
