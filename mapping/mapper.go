@@ -184,7 +184,7 @@ func (m *Mapper) value(c *Column, i int, ev *sinks.Event, sc *scanner) (any, err
 			// Text from the body is valid UTF-8: the scan checked it.
 			return sc.boxBytes(i, text), nil
 		case c.Type.Kind == KindTimestamp && kind == jString:
-			if t, ok := parseRFC3339(text, c.Type.Unit.duration()); ok {
+			if t, ok := parseRFC3339(text, c.Type.Unit); ok {
 				return sc.boxTime(i, t), nil
 			}
 		}
@@ -295,33 +295,63 @@ func (u TimeUnit) duration() time.Duration {
 	return time.Microsecond
 }
 
-// boxed is the last value of a column and its boxed form, which the next
-// rows with the same value share: an interface holding a string or a
+// boxed holds the last values of a column and their boxed forms, which the
+// next rows with the same value share: an interface holding a string or a
 // time.Time cannot be modified through, so rows may share one, and a
 // column whose values repeat (a partition, a currency, the enqueued time
 // of a batch) then costs no allocation.
 type boxed struct {
+	strs [boxedStrings]boxedString
+	next int // the entry of strs to replace
+	t    time.Time
+	tv   any
+}
+
+type boxedString struct {
 	s string
-	t time.Time
 	v any
 }
 
-// maxBoxed bounds the length of the strings kept for sharing, so that what
-// the pooled scanners hold stays small.
-const maxBoxed = 64
+const (
+	// boxedStrings is the number of strings kept per column: enough for a
+	// column of a few values that alternate, few enough that a column of
+	// unique values costs little to look up.
+	boxedStrings = 4
+	// maxBoxed bounds the length of the strings kept, so that what the
+	// pooled scanners hold stays small.
+	maxBoxed = 64
+)
+
+// lookup returns the boxed form of str if the column has it, else nil.
+func (c *boxed) lookup(str string) any {
+	for k := range c.strs {
+		// Unique values (IDs) tend to differ last: compare that byte
+		// first.
+		if e := &c.strs[k]; len(e.s) == len(str) && e.v != nil && (len(str) == 0 || e.s[len(str)-1] == str[len(str)-1]) && e.s == str {
+			return e.v
+		}
+	}
+	return nil
+}
+
+// keep adds str to the column's values and returns it boxed.
+func (c *boxed) keep(str string) any {
+	if len(str) > maxBoxed {
+		return str
+	}
+	e := &c.strs[c.next]
+	c.next = (c.next + 1) % boxedStrings
+	e.s, e.v = str, str
+	return e.v
+}
 
 // boxBytes returns b (valid UTF-8) as a boxed string of its own.
 func (sc *scanner) boxBytes(i int, b []byte) any {
 	c := &sc.boxes[i]
-	if c.v != nil && c.s == string(b) {
-		return c.v
+	if v := c.lookup(unsafe.String(unsafe.SliceData(b), len(b))); v != nil {
+		return v
 	}
-	str := string(b)
-	if len(b) > maxBoxed {
-		return str
-	}
-	c.s, c.v = str, str
-	return c.v
+	return c.keep(string(b))
 }
 
 // shareString returns str boxed, without a copy: a Go string is immutable
@@ -329,27 +359,23 @@ func (sc *scanner) boxBytes(i int, b []byte) any {
 // the event may reuse.
 func (sc *scanner) shareString(i int, str string) (any, error) {
 	c := &sc.boxes[i]
-	if c.v != nil && c.s == str {
-		return c.v, nil
+	if v := c.lookup(str); v != nil {
+		return v, nil
 	}
 	if !utf8.ValidString(str) {
 		return nil, errors.New("value is not valid UTF-8")
 	}
-	if len(str) > maxBoxed {
-		return str, nil
-	}
-	c.s, c.v = str, str
-	return c.v, nil
+	return c.keep(str), nil
 }
 
 // boxTime returns t boxed.
 func (sc *scanner) boxTime(i int, t time.Time) any {
 	c := &sc.boxes[i]
-	if c.v != nil && c.t == t {
-		return c.v
+	if c.tv != nil && c.t == t {
+		return c.tv
 	}
-	c.t, c.v = t, t
-	return c.v
+	c.t, c.tv = t, t
+	return c.tv
 }
 
 // quoteValue renders a value for an error message, shortened.
@@ -477,7 +503,7 @@ func convert(t Type, s *scalar, sc *scanner) (any, error) {
 		var ts time.Time
 		switch s.kind {
 		case jString:
-			if v, ok := parseRFC3339(s.text, t.Unit.duration()); ok {
+			if v, ok := parseRFC3339(s.text, t.Unit); ok {
 				return v, nil
 			}
 			v, err := time.Parse(time.RFC3339Nano, unsafe.String(unsafe.SliceData(s.text), len(s.text)))

@@ -8,21 +8,21 @@ import "time"
 // unit. It reports false for everything else, which the caller hands to
 // time.Parse: whatever it accepts, it agrees with time.Parse, without
 // time.Date's normalization or a zone made for the offset.
-func parseRFC3339(b []byte, unit time.Duration) (time.Time, bool) {
+func parseRFC3339(b []byte, unit TimeUnit) (time.Time, bool) {
 	if len(b) < len("2006-01-02T15:04:05") ||
 		b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
 		return time.Time{}, false
 	}
-	year, ok1 := num(b[0:4], 0, 9999)
-	month, ok2 := num(b[5:7], 1, 12)
-	hour, ok3 := num(b[11:13], 0, 23)
-	minute, ok4 := num(b[14:16], 0, 59)
-	sec, ok5 := num(b[17:19], 0, 59)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5) {
-		return time.Time{}, false
-	}
-	day, ok := num(b[8:10], 1, daysIn(month, year))
-	if !ok {
+	century, ok1 := two(b, 0)
+	yy, ok2 := two(b, 2)
+	month, ok3 := two(b, 5)
+	day, ok4 := two(b, 8)
+	hour, ok5 := two(b, 11)
+	minute, ok6 := two(b, 14)
+	sec, ok7 := two(b, 17)
+	year := century*100 + yy
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) ||
+		month < 1 || month > 12 || hour > 23 || minute > 59 || sec > 59 || day < 1 || day > daysIn(month, year) {
 		return time.Time{}, false
 	}
 	b = b[19:]
@@ -44,9 +44,9 @@ func parseRFC3339(b []byte, unit time.Duration) (time.Time, bool) {
 		if len(b) != len("-07:00") || (b[0] != '+' && b[0] != '-') || b[3] != ':' {
 			return time.Time{}, false
 		}
-		hh, ok1 := num(b[1:3], 0, 23)
-		mm, ok2 := num(b[4:6], 0, 59)
-		if !ok1 || !ok2 {
+		hh, ok1 := two(b, 1)
+		mm, ok2 := two(b, 4)
+		if !ok1 || !ok2 || hh > 23 || mm > 59 {
 			return time.Time{}, false
 		}
 		offset = (hh*60 + mm) * 60
@@ -56,19 +56,18 @@ func parseRFC3339(b []byte, unit time.Duration) (time.Time, bool) {
 	}
 	unix := daysSinceEpoch(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
 	// Flooring the nanoseconds is Truncate: the zero time is a whole second.
-	return time.Unix(unix, int64(nsec-nsec%int(unit))).UTC(), true
+	if unit == Millis {
+		nsec -= nsec % 1e6
+	} else {
+		nsec -= nsec % 1e3
+	}
+	return time.Unix(unix, int64(nsec)).UTC(), true
 }
 
-// num parses b, all decimal digits, and checks lo <= value <= hi.
-func num(b []byte, lo, hi int) (int, bool) {
-	n := 0
-	for _, c := range b {
-		if c-'0' > 9 {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, lo <= n && n <= hi
+// two parses the two decimal digits at b[i:i+2].
+func two(b []byte, i int) (int, bool) {
+	hi, lo := b[i]-'0', b[i+1]-'0'
+	return int(hi)*10 + int(lo), hi <= 9 && lo <= 9
 }
 
 // daysIn returns the number of days of month in year (proleptic Gregorian).
