@@ -35,7 +35,22 @@ type node struct {
 
 type keyChild struct {
 	key   string
+	head  uint64 // keyHead(key): most keys differ there, without a compare of strings
 	child *node
+}
+
+// keyHead returns the first eight bytes of key, little-endian, padded with
+// zeros.
+func keyHead[B []byte | string](key B) uint64 {
+	if len(key) >= 8 {
+		return uint64(key[0]) | uint64(key[1])<<8 | uint64(key[2])<<16 | uint64(key[3])<<24 |
+			uint64(key[4])<<32 | uint64(key[5])<<40 | uint64(key[6])<<48 | uint64(key[7])<<56
+	}
+	var h uint64
+	for i := len(key) - 1; i >= 0; i-- {
+		h = h<<8 | uint64(key[i])
+	}
+	return h
 }
 
 // smallKeys is the most keys looked up by a linear scan: comparing a few
@@ -48,9 +63,10 @@ func (n *node) child(key []byte) *node {
 		return nil
 	}
 	if n.small != nil {
+		h := keyHead(key)
 		for i := range n.small {
-			if k := n.small[i].key; len(k) == len(key) && k == string(key) {
-				return n.small[i].child
+			if kc := &n.small[i]; kc.head == h && len(kc.key) == len(key) && (len(key) <= 8 || kc.key[8:] == string(key[8:])) {
+				return kc.child
 			}
 		}
 		return nil
@@ -164,7 +180,12 @@ func (s *scanner) value(n *node, pos int) (int, error) {
 	switch c := d[pos]; c {
 	case '"':
 		kind = jString
-		pos, escaped, err = s.str(pos)
+		// Most strings are plain to the closing quote; str does the rest.
+		if e := plainEnd(d, pos+1); e < len(d) && d[e] == '"' {
+			pos = e + 1
+		} else {
+			pos, escaped, err = s.str(pos)
+		}
 	case '{':
 		kind = jObject
 		pos, err = s.object(n, pos)
@@ -232,9 +253,11 @@ func (s *scanner) object(n *node, pos int) (int, error) {
 			return pos, s.fail(pos, "want an object key")
 		}
 		kstart := pos + 1
-		var escaped bool
+		escaped := false
 		var err error
-		if pos, escaped, err = s.str(pos); err != nil {
+		if e := plainEnd(d, kstart); e < len(d) && d[e] == '"' {
+			pos = e + 1
+		} else if pos, escaped, err = s.str(pos); err != nil {
 			return pos, err
 		}
 		var child *node
@@ -342,6 +365,22 @@ func special(x uint64) uint64 {
 	return ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x | x) & msb
 }
 
+// plainEnd returns the offset of the first byte at or after pos that is
+// not plain: eight bytes at a time, then the rest one table lookup per
+// byte.
+func plainEnd(d []byte, pos int) int {
+	for pos+8 <= len(d) {
+		if m := special(binary.LittleEndian.Uint64(d[pos:])); m != 0 {
+			return pos + bits.TrailingZeros64(m)>>3
+		}
+		pos += 8
+	}
+	for pos < len(d) && plain[d[pos]] {
+		pos++
+	}
+	return pos
+}
+
 // str scans a string starting at its opening quote, validating escapes
 // and UTF-8, and reports whether it has escapes.
 func (s *scanner) str(pos int) (end int, escaped bool, err error) {
@@ -350,19 +389,7 @@ func (s *scanner) str(pos int) (end int, escaped bool, err error) {
 	pos++
 	ascii := true
 	for {
-		// The common case: eight bytes at a time, then the rest one table
-		// lookup per byte.
-		for pos+8 <= len(d) {
-			if m := special(binary.LittleEndian.Uint64(d[pos:])); m != 0 {
-				pos += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			pos += 8
-		}
-		for pos < len(d) && plain[d[pos]] {
-			pos++
-		}
-		if pos >= len(d) {
+		if pos = plainEnd(d, pos); pos >= len(d) {
 			return pos, false, s.fail(pos, "unterminated string")
 		}
 		switch c := d[pos]; {
@@ -539,7 +566,7 @@ func (n *node) at(path []Step) *node {
 				n.small = nil
 				if len(n.keys) <= smallKeys {
 					for k, c := range n.keys {
-						n.small = append(n.small, keyChild{k, c})
+						n.small = append(n.small, keyChild{k, keyHead(k), c})
 					}
 				}
 			}
