@@ -92,7 +92,10 @@ func (m *Mapper) Columns() Columns { return m.cols }
 // Map converts ev into row, which must have one element per column; each
 // element is set to the column's Go value (see the package documentation)
 // or nil. Map parses the body at most once and copies what it keeps, so
-// row does not alias ev. On failure it returns [ErrInvalidJSON] (wrapped)
+// row does not alias ev (the event's metadata strings, immutable, are kept
+// without a copy). Rows may share a string or time.Time value, which
+// cannot be modified through its interface; a []byte or json.RawMessage
+// is never shared. On failure it returns [ErrInvalidJSON] (wrapped)
 // or the [*ColumnError] of each failing column, joined; row's contents are
 // then unspecified.
 //
