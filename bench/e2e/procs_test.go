@@ -289,9 +289,14 @@ func drainMain() int {
 	if err != nil || conns < 1 {
 		return fail(fmt.Errorf("%s: %q", connsEnv, os.Getenv(connsEnv)))
 	}
+	pipeline := os.Getenv(pipelineEnv)
 	if dir := os.Getenv("PPROF"); dir != "" {
-		// the drain's CPU profile, to set beside ehsink's
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("drain-%d.cpu", conns)))
+		// the drain's (or pipeline's) CPU profile, to set beside ehsink's
+		name := fmt.Sprintf("drain-%d.cpu", conns)
+		if pipeline != "" {
+			name = fmt.Sprintf("pipeline-%s-%d.cpu", pipeline, conns)
+		}
+		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			return fail(err)
 		}
@@ -300,7 +305,6 @@ func drainMain() int {
 		}
 		defer f.Close()
 	}
-	pipeline := os.Getenv(pipelineEnv)
 	clients := make([]*azeventhubs.ConsumerClient, conns)
 	for i := range clients {
 		cc, err := azeventhubs.NewConsumerClientFromConnectionString(os.Getenv(connEnv), "", azeventhubs.DefaultConsumerGroup, nil)
@@ -315,6 +319,11 @@ func drainMain() int {
 		mu    sync.Mutex
 		first error
 	)
+	report := func(err error) {
+		mu.Lock()
+		first = cmp.Or(first, err)
+		mu.Unlock()
+	}
 	for i, spec := range strings.Split(os.Getenv(countsEnv), ",") {
 		cc := clients[i%conns]
 		id, n, _ := strings.Cut(spec, "=")
@@ -327,11 +336,6 @@ func drainMain() int {
 			return fail(err)
 		}
 		defer pc.Close(ctx)
-		report := func(err error) {
-			mu.Lock()
-			first = cmp.Or(first, err)
-			mu.Unlock()
-		}
 		// A pipeline child hands each batch to its partition's writer
 		// goroutine, so that receiving the next batch overlaps writing
 		// this one (one batch waits at most, as in ehsink's runner).
