@@ -17,8 +17,6 @@ type refScanner struct {
 	depth int
 	spans []span
 	buf   []byte // scratch for unescaped keys and strings
-	dig   []byte // scratch for decimal digits
-	num   []byte // scratch for formatted numbers
 	// Exploded scans: the spans of element k are all[k*ncols:(k+1)*ncols].
 	ncols  int
 	all    []span
