@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/connector"
-	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/internal/testenv"
 )
 
@@ -47,17 +45,7 @@ func plain(op, before, after string) string {
 func TestDebeziumRealPath(t *testing.T) {
 	pg := testenv.NewPostgres(t)
 	dsn := pg.NewDatabase(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := emulator.New(emulator.Config{Hubs: []emulator.HubConfig{{Name: "customers", Partitions: 2, ConsumerGroups: []string{"replay"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	conn := "Endpoint=sb://" + ln.Addr().String() + ";SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=customers;UseDevelopmentEmulator=true"
+	_, conn := startHub(t, "customers", 2, "replay")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 

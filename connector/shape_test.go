@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/connector"
-	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/testenv"
 )
@@ -33,17 +31,7 @@ import (
 func TestFilterAndExplodeRealPath(t *testing.T) {
 	pg := testenv.NewPostgres(t)
 	dsn := pg.NewDatabase(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := emulator.New(emulator.Config{Hubs: []emulator.HubConfig{{Name: "logs", Partitions: 2, ConsumerGroups: []string{"parquet"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	conn := "Endpoint=sb://" + ln.Addr().String() + ";SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=logs;UseDevelopmentEmulator=true"
+	addr, conn := startHub(t, "logs", 2, "parquet")
 
 	const n = 58 // the last event, 57, is one the filter drops
 	partitions := []string{"0", "1"}
@@ -188,7 +176,7 @@ connectors:
 		if err != nil {
 			t.Fatal(err)
 		}
-		cps, err := store.ListCheckpoints(ctx, ln.Addr().String(), "logs", consumerGroup, nil)
+		cps, err := store.ListCheckpoints(ctx, addr, "logs", consumerGroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/connector"
-	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/produce"
 	"github.com/ehsink/ehsink/sinks"
@@ -28,17 +26,7 @@ import (
 // its checkpoint (and the lag it reports) behind its sink.
 func TestQuietPartitionCheckpointAfterStoreOutage(t *testing.T) {
 	az := testenv.NewPersistentAzurite(t, t.TempDir())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := emulator.New(emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	conn := "Endpoint=sb://" + ln.Addr().String() + ";SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=orders;UseDevelopmentEmulator=true"
+	_, conn := startHub(t, "orders", 2)
 	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -154,17 +142,7 @@ func TestQuietPartitionCheckpointAfterStoreOutage(t *testing.T) {
 func TestCheckpointStoreDownAtStartWaits(t *testing.T) {
 	az := testenv.NewPersistentAzurite(t, t.TempDir())
 	az.Stop()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := emulator.New(emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	conn := "Endpoint=sb://" + ln.Addr().String() + ";SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=orders;UseDevelopmentEmulator=true"
+	_, conn := startHub(t, "orders", 2)
 	cfg, sink, reg := memoryConnector(t, "waits", conn, az.ConnectionString())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
