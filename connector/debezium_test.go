@@ -131,12 +131,8 @@ connectors:
 			t.Fatal(err)
 		}
 		cfg, reg, met := loadWithMetrics(t, cfgDir, yaml)
-		runCtx, stop := context.WithCancel(ctx)
+		done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(slog.DiscardHandler)})
 		defer stop()
-		done := make(chan error, 1)
-		go func() {
-			done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(slog.DiscardHandler)})
-		}()
 		waitUntil(t, ctx, done, name+" checkpoints every event", func() bool {
 			return sumMetric(t, reg, "ehsink_checkpoint_sequence_number", name) >= lastSum
 		})

@@ -72,13 +72,9 @@ connectors:
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	dups := &dupKeys{}
-	done := make(chan error, 1)
-	go func() {
-		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(dups.handler()), DevEnv: devenv.New()})
-	}()
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(dups.handler()), DevEnv: devenv.New()})
+	defer stop()
 
 	committed := func(name string) float64 {
 		return sumMetric(t, reg, "ehsink_events_committed_total", name)
@@ -231,6 +227,15 @@ func stateOf(t *testing.T, reg *prometheus.Registry, conn string) string {
 		}
 	}
 	return ""
+}
+
+// runInBackground runs connector.Run with opts in a goroutine: done
+// receives its result, stop cancels it.
+func runInBackground(ctx context.Context, cfg *connector.Config, opts connector.RunOptions) (done chan error, stop context.CancelFunc) {
+	runCtx, stop := context.WithCancel(ctx)
+	done = make(chan error, 1)
+	go func() { done <- connector.Run(runCtx, cfg, opts) }()
+	return done, stop
 }
 
 // waitUntil polls cond until it holds; Run returning or ctx ending first

@@ -93,12 +93,8 @@ connectors:
         - {path: "other/type={$.type}/{partition}-{first_seq:020}-{last_seq:020}.parquet", columns: ` + cols + `}
 `
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
-	runCtx, stop := context.WithCancel(ctx)
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(slog.DiscardHandler)})
 	defer stop()
-	done := make(chan error, 1)
-	go func() {
-		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(slog.DiscardHandler)})
-	}()
 	for _, name := range []string{"orders-pg", "orders-pq"} {
 		waitUntil(t, ctx, done, name+" checkpoints the last events", func() bool {
 			return sumMetric(t, reg, "ehsink_checkpoint_sequence_number", name) >= float64(2*last)

@@ -94,12 +94,8 @@ connectors:
         - {name: v, from: $.v, type: int32}
 `
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
-	runCtx, stop := context.WithCancel(ctx)
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(slog.DiscardHandler)})
 	defer stop()
-	done := make(chan error, 1)
-	go func() {
-		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(slog.DiscardHandler)})
-	}()
 	want, dead, dropped := testenv.LogWant(partitions, n)
 	for _, name := range []string{"logs-pg", "logs-pq"} {
 		waitUntil(t, ctx, done, name+" drops the filtered events and checkpoints the last one", func() bool {

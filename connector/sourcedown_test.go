@@ -49,13 +49,9 @@ connectors:
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	logs := &messages{}
-	done := make(chan error, 1)
-	go func() {
-		done <- connector.Run(runCtx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(logs)})
-	}()
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Logger: slog.New(logs)})
+	defer stop()
 	waitUntil(t, ctx, done, "the connector to report its source unavailable", func() bool {
 		return logs.has("source unavailable at start")
 	})

@@ -79,11 +79,7 @@ func TestQuietPartitionCheckpointAfterStoreOutage(t *testing.T) {
 		return n
 	}
 	run := func() (stop func() error, done chan error) {
-		runCtx, cancelRun := context.WithCancel(ctx)
-		done = make(chan error, 1)
-		go func() {
-			done <- connector.Run(runCtx, cfg, connector.RunOptions{Registry: reg, Logger: slog.New(slog.DiscardHandler)})
-		}()
+		done, cancelRun := runInBackground(ctx, cfg, connector.RunOptions{Registry: reg, Logger: slog.New(slog.DiscardHandler)})
 		return func() error { cancelRun(); return <-done }, done
 	}
 	send := func(n int, seed uint64) {
@@ -146,13 +142,9 @@ func TestCheckpointStoreDownAtStartWaits(t *testing.T) {
 	cfg, sink, reg := memoryConnector(t, "waits", conn, az.ConnectionString())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	logs := &messages{}
-	done := make(chan error, 1)
-	go func() {
-		done <- connector.Run(runCtx, cfg, connector.RunOptions{Registry: reg, Logger: slog.New(logs)})
-	}()
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Registry: reg, Logger: slog.New(logs)})
+	defer stop()
 	waitUntil(t, ctx, done, "the connector reports its checkpoint store unavailable", func() bool {
 		return logs.has("checkpoint store unavailable at start")
 	})
