@@ -42,8 +42,8 @@ test: tools lint build-static config-test unit fuzz chaos-ci ## everything CI ru
 # The chaos matrix is left out of `unit` (it runs in chaos-ci, alone, so
 # that no other test's load weighs on its catch-up bound).
 unit: ## go test -race over every package but the chaos matrix, then the deploy/ module (Dockerfile, Kubernetes manifests)
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e/chaos$$')
-	$(GO) test -count=1 -run 'Allocs$$' ./expr # allocations are counted without -race (its sync.Pool drops at random)
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/test/chaos$$')
+	$(GO) test -count=1 -run 'Allocs$$' ./internal/table/expr # allocations are counted without -race (its sync.Pool drops at random)
 	cd deploy && $(GO) test -race -count=1 -timeout 10m ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each (a failure is rerun once: a real crasher is kept in testdata and fails again)
@@ -69,11 +69,11 @@ lint: ## gofmt check, go vet and staticcheck
 	cd deploy && $(GO) vet ./... && $$($(GO) -C .. tool -n staticcheck) ./...
 
 tools: ## install test tools that are not Go modules (Azurite and the JS Event Hubs SDK into .tools/, PostgreSQL 15 and the Python SDK from apt when missing)
-	bash scripts/install-tools.sh
-	bash scripts/install-postgres.sh
-	bash scripts/install-python.sh
+	bash test/scripts/install-tools.sh
+	bash test/scripts/install-postgres.sh
+	bash test/scripts/install-python.sh
 
-# The chaos matrix (e2e/chaos): MODE=full|short, EVENTS, DURATION, BALANCING
+# The chaos matrix (test/chaos): MODE=full|short, EVENTS, DURATION, BALANCING
 # (balanced, greedy or both), PARTITIONS, CATCHUP (bound after the producer
 # stops), CHECK_POISON=0 (no rows PostgreSQL rejects), SEED, KEEP=1 (keep
 # logs and data). `make test` runs the short matrix through chaos-ci.
@@ -83,11 +83,11 @@ chaos: tools ## the chaos matrix: replicas, emulator, Azurite, PostgreSQL under 
 	EHSINK_CHAOS=$(MODE) EHSINK_CHAOS_BALANCING=$(BALANCING) EHSINK_CHAOS_EVENTS=$(EVENTS) EHSINK_CHAOS_DURATION=$(DURATION) \
 	EHSINK_CHAOS_PARTITIONS=$(PARTITIONS) EHSINK_CHAOS_CATCHUP=$(CATCHUP) EHSINK_CHAOS_CHECK_POISON=$(CHECK_POISON) \
 	EHSINK_CHAOS_SEED=$(SEED) EHSINK_CHAOS_KEEP=$(KEEP) \
-	$(GO) test -count=1 -v -timeout 90m -run '^TestChaos$$' ./e2e/chaos/
+	$(GO) test -count=1 -v -timeout 90m -run '^TestChaos$$' ./test/chaos/
 
 chaos-short: tools ## the short chaos matrix (24,000 events over 75 s, about 3 minutes per strategy; BALANCING, SEED, KEEP as for chaos)
 	EHSINK_CHAOS=short EHSINK_CHAOS_BALANCING=$(BALANCING) EHSINK_CHAOS_SEED=$(SEED) EHSINK_CHAOS_KEEP=$(KEEP) \
-	$(GO) test -race -count=1 -v -timeout 30m -run '^TestChaos$$' ./e2e/chaos/
+	$(GO) test -race -count=1 -v -timeout 30m -run '^TestChaos$$' ./test/chaos/
 
 # CI runs the short matrix for one strategy per commit, alternating on the
 # last hex digit of HEAD (even: balanced, odd: greedy): both are covered
@@ -95,7 +95,7 @@ chaos-short: tools ## the short chaos matrix (24,000 events over 75 s, about 3 m
 CHAOS_CI_BALANCING ?= $(shell git rev-parse HEAD 2>/dev/null | grep -q '[02468ace]$$' && echo balanced || echo greedy)
 chaos-ci: tools ## the short chaos matrix as `make test` runs it: one strategy per commit (CHAOS_CI_BALANCING)
 	EHSINK_CHAOS=short EHSINK_CHAOS_BALANCING=$(CHAOS_CI_BALANCING) \
-	$(GO) test -race -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/
+	$(GO) test -race -count=1 -v -timeout 20m -run '^TestChaos$$' ./test/chaos/
 
 bench: ## run the benchmarks (emulator, sinks)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./emulator/... ./sinks/...
@@ -103,7 +103,7 @@ bench: ## run the benchmarks (emulator, sinks)
 # EVENTS is shared with `make chaos`, whose modes have defaults of their
 # own: so the benchmark's default is given here, not as a global one.
 bench-e2e: ## ehsink end to end against raw drain, COPY and merge baselines (EVENTS=1000000; needs PostgreSQL 15)
-	EVENTS=$(or $(EVENTS),1000000) $(GO) test -run '^$$' -bench '^BenchmarkE2E$$' -benchtime 1x -timeout 60m ./bench/e2e/
+	EVENTS=$(or $(EVENTS),1000000) $(GO) test -run '^$$' -bench '^BenchmarkE2E$$' -benchtime 1x -timeout 60m ./test/bench/
 
 clean: ## remove build output and local state (.ehsink/)
 	rm -rf bin .ehsink

@@ -19,7 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 )
 
 // BlobOptions configures [NewBlobStore]. Exactly one of Connection and

@@ -12,8 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/ehsink/ehsink/checkpoint"
+	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/testenv"
-	"github.com/ehsink/ehsink/secret"
 )
 
 // storeKind builds a fresh, empty store of one kind, and the SDK's own blob

@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
-	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/source"
 )
 

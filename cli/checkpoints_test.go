@@ -12,12 +12,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
-	"github.com/ehsink/ehsink/connector"
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/emulator/emulatortest"
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/testenv"
-	"github.com/ehsink/ehsink/produce"
-	"github.com/ehsink/ehsink/secret"
 )
 
 func callCheckpoints(t *testing.T, args ...string) (int, string, string) {

@@ -29,8 +29,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ehsink/ehsink/config"
-	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/config"
+	"github.com/ehsink/ehsink/internal/connector"
 )
 
 // Exit codes of every command.
@@ -78,7 +78,7 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// DevEnv is the development environment: the in-process emulator of
 	// an `emulator:` block and the `emulator` command. Set it to
-	// devenv.New() (package github.com/ehsink/ehsink/devenv) to have them;
+	// devenv.New() (package github.com/ehsink/ehsink/cli/devenv) to have them;
 	// if nil, the binary does not link the emulator, and validate and run
 	// reject a config with an `emulator:` block.
 	DevEnv DevEnv
@@ -113,7 +113,7 @@ func Main(ctx context.Context, args []string, opts Options) int {
 // environment.
 func (o Options) runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.DevEnv == nil {
-		fmt.Fprintln(stderr, "ehsink emulator: this binary is built without the development environment (github.com/ehsink/ehsink/devenv: cli.Options{DevEnv: devenv.New()}); the ehsink binary has it")
+		fmt.Fprintln(stderr, "ehsink emulator: this binary is built without the development environment (github.com/ehsink/ehsink/cli/devenv: cli.Options{DevEnv: devenv.New()}); the ehsink binary has it")
 		return exitUsage
 	}
 	return o.DevEnv.EmulatorCommand(ctx, args, stdout, stderr)

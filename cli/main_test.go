@@ -3,7 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"github.com/ehsink/ehsink/devenv"
+	"github.com/ehsink/ehsink/cli/devenv"
 	"io"
 	"os"
 	"path/filepath"

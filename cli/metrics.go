@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/ehsink/ehsink/connector"
-	"github.com/ehsink/ehsink/ops"
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/ops"
 )
 
 // opsServer serves the operations API on addr until stop is called. It

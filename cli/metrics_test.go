@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/connector"
 )
 
 func TestMetricsEndpoints(t *testing.T) {

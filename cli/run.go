@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ehsink/ehsink/config"
-	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/config"
+	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/logflags"
 )
 

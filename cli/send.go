@@ -13,10 +13,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
-	"github.com/ehsink/ehsink/connector"
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/internal/progress"
-	"github.com/ehsink/ehsink/produce"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 )
 
 const sendUsage = `Usage: ehsink send [--connection CS | -c connectors.yaml [--connector NAME]] [--eventhub H]

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/emulator/emulatortest"
-	"github.com/ehsink/ehsink/produce"
+	"github.com/ehsink/ehsink/internal/produce"
 )
 
 // startTestEmulator runs an in-process emulator with hub orders.

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ehsink/ehsink/connector"
-	"github.com/ehsink/ehsink/ops"
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/ops"
 )
 
 const statusUsage = `Usage: ehsink status [--addr HOST:PORT] [--watch] [--interval 2s]

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ehsink/ehsink/connector"
-	"github.com/ehsink/ehsink/conntest"
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/conntest"
 )
 
 const testUsage = `Usage: ehsink test [-c connectors.yaml] [--tests connectors_test.yaml]

@@ -42,7 +42,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/emulator/internal/amqp"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 )
 
 // Rights are the claims a shared access policy grants.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 )
 
 // sasToken signs a token for resource as the SDKs do.

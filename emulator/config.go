@@ -6,8 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ehsink/ehsink/emulator/hub"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 )
 
 // Defaults applied to zero fields of Config.
@@ -48,8 +47,8 @@ type Config struct {
 	// forever (or until RetentionBytes applies).
 	Retention time.Duration
 	// Fsync says when stored events are forced to disk with DataDir. The
-	// zero value, hub.FsyncInterval, syncs every second.
-	Fsync hub.FsyncPolicy
+	// zero value, FsyncInterval, syncs every second.
+	Fsync FsyncPolicy
 	// RetentionBytes bounds the stored bytes per partition. If zero,
 	// unlimited.
 	RetentionBytes int64

@@ -23,7 +23,7 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 
-	"github.com/ehsink/ehsink/emulator/hub"
+	"github.com/ehsink/ehsink/emulator/internal/hub"
 )
 
 func (s *Server) handleManagement(l *link, req *goamqp.Message) rpcResponse {

@@ -28,8 +28,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/ehsink/ehsink/emulator/hub"
 	"github.com/ehsink/ehsink/emulator/internal/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/hub"
 )
 
 // maxBatch bounds the events one delivery round reads from the hub.

@@ -22,8 +22,8 @@ package emulator
 import (
 	"errors"
 
-	"github.com/ehsink/ehsink/emulator/hub"
 	"github.com/ehsink/ehsink/emulator/internal/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/hub"
 )
 
 func (s *Server) attachHubSender(l *link, addr string) *amqp.Error {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ehsink/ehsink/emulator/hub"
 	"github.com/ehsink/ehsink/emulator/internal/amqp"
+	"github.com/ehsink/ehsink/emulator/internal/hub"
 )
 
 const (

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ehsink/ehsink/emulator/hub"
+	"github.com/ehsink/ehsink/emulator/internal/hub"
 )
 
 // Server is a running emulator. Its methods are safe for concurrent use.

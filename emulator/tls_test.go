@@ -15,7 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 )
 
 // trusting returns a client TLS config whose only root is the emulator's

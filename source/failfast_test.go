@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ehsink/ehsink/emulator"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/source"
 )
 

@@ -1,5 +1,5 @@
 package source_test
 
-import "github.com/ehsink/ehsink/secret"
+import "github.com/ehsink/ehsink/internal/secret"
 
 func secretOf(s string) secret.String { return secret.String(s) }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ehsink/ehsink/emulator"
-	"github.com/ehsink/ehsink/produce"
+	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/source"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/emulator"
-	"github.com/ehsink/ehsink/produce"
+	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/source"
 )

@@ -19,8 +19,8 @@ import (
 
 	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/internal/testenv"
-	"github.com/ehsink/ehsink/produce"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/source"
 )

@@ -17,7 +17,7 @@ import (
 	"os"
 
 	"github.com/ehsink/ehsink/cli"
-	"github.com/ehsink/ehsink/devenv"
+	"github.com/ehsink/ehsink/cli/devenv"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
 	_ "github.com/ehsink/ehsink/sinks/stdout"

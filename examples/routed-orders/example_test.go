@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ehsink/ehsink/connector"
-	"github.com/ehsink/ehsink/conntest"
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/conntest"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
 )
 

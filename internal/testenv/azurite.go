@@ -34,7 +34,7 @@ const (
 const azuriteStartTimeout = 3 * time.Minute
 
 // installHint is how a developer gets the tools.
-const installHint = "run `make tools` (scripts/install-tools.sh) to install Azurite into .tools"
+const installHint = "run `make tools` (test/scripts/install-tools.sh) to install Azurite into .tools"
 
 // AzuriteInstance is a running Azurite Blob service on a loopback port. It is
 // safe for concurrent use.

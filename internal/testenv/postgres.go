@@ -27,7 +27,7 @@ import (
 const PostgresDSNEnv = "EHSINK_TEST_POSTGRES_DSN"
 
 // pgInstallHint is how a developer gets the server binaries.
-const pgInstallHint = "run scripts/install-postgres.sh (apt-get install postgresql-15), or set " + PostgresDSNEnv
+const pgInstallHint = "run test/scripts/install-postgres.sh (apt-get install postgresql-15), or set " + PostgresDSNEnv
 
 // pgBinDirs are searched, in order, for initdb and pg_ctl before PATH.
 var pgBinDirs = []string{"/usr/lib/postgresql/15/bin"}

@@ -14,8 +14,8 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
-	"github.com/ehsink/ehsink/config"
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/config"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ehsink/ehsink/config"
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/routing"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/config"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/config"
+	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )

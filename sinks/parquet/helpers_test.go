@@ -17,9 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/ehsink/ehsink/internal/parquettest"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/testenv"
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/secret"
 	"github.com/ehsink/ehsink/sinks"
 )
 

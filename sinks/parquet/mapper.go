@@ -3,7 +3,7 @@ package parquet
 import (
 	pq "github.com/parquet-go/parquet-go"
 
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 )
 
 // rowMapper turns events into Parquet rows: the shared mapping gives typed

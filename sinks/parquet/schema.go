@@ -12,7 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
 
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 )
 
 // orderedGroup is the root of a file schema: a parquet.Group (a map, whose

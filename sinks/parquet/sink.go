@@ -17,8 +17,8 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/routing"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -16,8 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ehsink/ehsink/internal/record"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/testenv"
-	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ehsink/ehsink/expr"
+	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/sinks"
 )
 

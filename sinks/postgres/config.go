@@ -10,11 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/cdc"
-	"github.com/ehsink/ehsink/expr"
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/routing"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/cdc"
+	"github.com/ehsink/ehsink/internal/table/expr"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ehsink/ehsink/config"
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/config"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
 

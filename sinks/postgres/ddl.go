@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/expr"
+	"github.com/ehsink/ehsink/internal/table/expr"
 )
 
 // DDL returns the statements a sink of c runs when it starts, in order,

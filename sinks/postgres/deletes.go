@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 )
 
 // Deletes.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/cdc"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/sinks"
 )
 

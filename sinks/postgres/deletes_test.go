@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/cdc"
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/cdc"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 )
 
 // numericCodec is pgx's numeric codec taught to encode mapping.Decimal

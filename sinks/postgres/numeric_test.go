@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 )
 
 // TestDecimalEncoding sends decimals through the sink's codec to a real

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/sinks"
 )
 

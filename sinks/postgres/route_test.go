@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )

@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ehsink/ehsink/cdc"
-	"github.com/ehsink/ehsink/expr"
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/routing"
+	"github.com/ehsink/ehsink/internal/table/cdc"
+	"github.com/ehsink/ehsink/internal/table/expr"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/mapping"
-	"github.com/ehsink/ehsink/secret"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 )
 
 // TestUpsertArrays merges rows of every mapping type, a row of NULLs and a

@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/ehsink/ehsink/cdc"
-	"github.com/ehsink/ehsink/internal/dedupe"
-	"github.com/ehsink/ehsink/mapping"
+	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/table/cdc"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
 

@@ -161,7 +161,7 @@ func TestNoEmulatorLinked(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for pkg := range strings.FieldsSeq(string(out)) {
-		if pkg == "github.com/ehsink/ehsink/emulator" || strings.HasPrefix(pkg, "github.com/ehsink/ehsink/emulator/") || pkg == "github.com/ehsink/ehsink/devenv" {
+		if pkg == "github.com/ehsink/ehsink/emulator" || strings.HasPrefix(pkg, "github.com/ehsink/ehsink/emulator/") || pkg == "github.com/ehsink/ehsink/cli/devenv" {
 			t.Errorf("ehsink-jsonfiles links %s", pkg)
 		}
 	}
@@ -187,7 +187,7 @@ connectors:
 		cmd.Stderr = &errOut
 		err := cmd.Run()
 		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 2 || !strings.Contains(errOut.String(), "github.com/ehsink/ehsink/devenv") {
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(errOut.String(), "github.com/ehsink/ehsink/cli/devenv") {
 			t.Errorf("%s: %v, want exit 2 naming the devenv package; stderr:\n%s", strings.Join(args, " "), err, errOut.String())
 		}
 	}

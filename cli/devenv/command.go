@@ -1,0 +1,216 @@
+package devenv
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/logflags"
+	"github.com/ehsink/ehsink/internal/secret"
+)
+
+// repeated is a flag.Value collecting every occurrence of a flag.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+// runEmulator runs `ehsink emulator`: an Event Hubs emulator on loopback
+// until ctx is cancelled (SIGINT/SIGTERM). The first line of stdout is the
+// connection string of the first hub, then one line per further hub.
+func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("emulator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var hubs, groups, keys, keyRights, keyHubs repeated
+	listen := fs.String("listen", "127.0.0.1:5672", "AMQP listen `address`; keep it on loopback unless you mean to expose it")
+	fs.Var(&hubs, "hub", "event hub as `name=partitions` (repeatable; default orders=4)")
+	fs.Var(&groups, "consumer-group", "consumer group `name` declared on every hub besides $Default (repeatable)")
+	fs.Var(&keys, "key", "SAS key as `name=key` (repeatable); with keys, tokens are verified and links authorized as on the service")
+	fs.Var(&keyRights, "key-rights", "rights of a --key as `name=listen,send,manage` (repeatable; default all)")
+	fs.Var(&keyHubs, "key-hub", "scope a --key to one event hub as `name=hub`, like an entity-level policy (repeatable)")
+	useTLS := fs.Bool("tls", false, "also listen for AMQPS (TLS), for SDKs that always use TLS; generates a certificate unless --tls-cert is given")
+	tlsListen := fs.String("tls-listen", "127.0.0.1:5671", "AMQPS listen `address` (with --tls)")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate chain `file` for AMQPS (implies --tls; needs --tls-key)")
+	tlsKey := fs.String("tls-key", "", "PEM private key `file` for AMQPS (with --tls-cert)")
+	tlsCertOut := fs.String("tls-cert-out", ".ehsink/emulator-ca.pem", "`file` the certificate AMQPS clients should trust is written to (with --tls)")
+	dataDir := fs.String("data-dir", "", "keep events in segment files under `dir` so a restart serves them again (default: memory only)")
+	fsync := fs.String("fsync", "interval", "with --data-dir, when to fsync: `policy` interval (every second), always (every send) or never")
+	retention := fs.Duration("retention", 24*time.Hour, "drop events older than this `duration` (0 keeps them forever)")
+	retentionBytes := fs.Int64("retention-bytes", 0, "keep at most this many `bytes` per partition (0 = unlimited)")
+	maxMsg := fs.Int64("max-message-size", emulator.DefaultMaxMessageSize, "largest message (batch) in `bytes` a sender may send")
+	admin := fs.String("admin", "", "admin HTTP `address` for /health and fault injection, e.g. 127.0.0.1:5300 (default: off)")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log `format`: text or json")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: ehsink emulator [flags]
+
+Runs an Azure Event Hubs emulator that the azeventhubs SDK (and ehsink run)
+reach over AMQP with the connection string printed on the first line of
+stdout. Logs go to stderr. Stops cleanly on SIGINT or SIGTERM.
+
+With --tls it also serves AMQPS on --tls-listen for clients that always
+use TLS (the Python SDK before 5.12, older .NET and Java clients): it
+generates a local certificate authority and a certificate for 127.0.0.1,
+::1 and localhost, writes the authority to --tls-cert-out (printed on
+stderr) for clients to trust, and prints one more connection string per
+hub, without UseDevelopmentEmulator, after the plain ones.
+
+Examples:
+  ehsink emulator --hub orders=4 --hub payments=2 --consumer-group audit --admin 127.0.0.1:5300
+  ehsink emulator --tls --key root=c2VjcmV0 --key reader=cmVhZA== --key-rights reader=listen
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ehsink emulator: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	if len(hubs) == 0 {
+		hubs = repeated{"orders=4"}
+	}
+	fsyncPolicy, err := emulator.ParseFsyncPolicy(*fsync)
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: --fsync: %v\n", err)
+		return exitUsage
+	}
+	cfg := emulator.Config{
+		Fsync:          fsyncPolicy,
+		Addr:           *listen,
+		DataDir:        *dataDir,
+		Retention:      *retention,
+		RetentionBytes: *retentionBytes,
+		MaxMessageSize: *maxMsg,
+		AdminAddr:      *admin,
+	}
+	for _, h := range hubs {
+		name, n, ok := strings.Cut(h, "=")
+		parts, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || parts < 1 {
+			fmt.Fprintf(stderr, "ehsink emulator: --hub %q: want name=partitions, for example orders=4\n", h)
+			return exitUsage
+		}
+		cfg.Hubs = append(cfg.Hubs, emulator.HubConfig{Name: name, Partitions: parts, ConsumerGroups: groups})
+	}
+	for _, k := range keys {
+		name, key, ok := strings.Cut(k, "=")
+		if !ok || name == "" || key == "" {
+			fmt.Fprintf(stderr, "ehsink emulator: --key %q: want name=key\n", k)
+			return exitUsage
+		}
+		if cfg.Keys == nil {
+			cfg.Keys = map[string]secret.String{}
+		}
+		cfg.Keys[name] = secret.String(key)
+	}
+	if err := applyKeyOptions(&cfg, keyRights, keyHubs); err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
+		return exitUsage
+	}
+	if *useTLS || *tlsCert != "" || *tlsKey != "" {
+		if (*tlsCert == "") != (*tlsKey == "") {
+			fmt.Fprintln(stderr, "ehsink emulator: --tls-cert and --tls-key go together")
+			return exitUsage
+		}
+		certOut, err := filepath.Abs(*tlsCertOut)
+		if err != nil {
+			fmt.Fprintf(stderr, "ehsink emulator: --tls-cert-out: %v\n", err)
+			return exitUsage
+		}
+		cfg.TLS = &emulator.TLSOptions{Addr: *tlsListen, CertFile: *tlsCert, KeyFile: *tlsKey, CertOut: certOut}
+	}
+	log, err := logflags.New(stderr, *logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
+		return exitUsage
+	}
+	cfg.Logger = log
+	srv, err := emulator.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
+		return exitFailure
+	}
+	for _, h := range cfg.Hubs {
+		fmt.Fprintln(stdout, srv.ConnectionString(h.Name))
+	}
+	if cfg.TLS != nil {
+		for _, h := range cfg.Hubs {
+			fmt.Fprintln(stdout, srv.TLSConnectionString(h.Name))
+		}
+		log.Info("AMQPS listening; clients trust the certificate file", "addr", srv.TLSAddr(), "cert", cfg.TLS.CertOut)
+	}
+	if a := srv.AdminAddr(); a != "" {
+		log.Info("admin server listening", "addr", a)
+	}
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// applyKeyOptions turns --key-rights and --key-hub into policies: a key
+// named in either leaves Keys for Policies.
+func applyKeyOptions(cfg *emulator.Config, rights, hubs repeated) error {
+	policies := map[string]*emulator.Policy{}
+	get := func(flagName, name string) (*emulator.Policy, error) {
+		if p, ok := policies[name]; ok {
+			return p, nil
+		}
+		key, ok := cfg.Keys[name]
+		if !ok {
+			return nil, fmt.Errorf("--%s %q: no --key named %q", flagName, name, name)
+		}
+		p := &emulator.Policy{Name: name, Key: key}
+		policies[name] = p
+		delete(cfg.Keys, name)
+		return p, nil
+	}
+	for _, r := range rights {
+		name, list, ok := strings.Cut(r, "=")
+		if !ok {
+			return fmt.Errorf("--key-rights %q: want name=listen,send,manage", r)
+		}
+		p, err := get("key-rights", name)
+		if err != nil {
+			return err
+		}
+		if p.Rights, err = emulator.ParseRights(list); err != nil {
+			return fmt.Errorf("--key-rights %q: %w", r, err)
+		}
+	}
+	for _, h := range hubs {
+		name, hubName, ok := strings.Cut(h, "=")
+		if !ok || hubName == "" {
+			return fmt.Errorf("--key-hub %q: want name=hub", h)
+		}
+		p, err := get("key-hub", name)
+		if err != nil {
+			return err
+		}
+		p.EventHub = hubName
+	}
+	for _, name := range slices.Sorted(maps.Keys(policies)) {
+		cfg.Policies = append(cfg.Policies, *policies[name])
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package connector
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"strings"
+
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+
+	"github.com/ehsink/ehsink/internal/config"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// LoadOptions configure [Load]. The zero value loads with the global sink
+// registry and the process environment.
+type LoadOptions struct {
+	// Registry resolves sink types. If nil, the drivers registered with
+	// [sinks.Register] (see [sinks.Registry]).
+	Registry *sinks.Registry
+	// Getenv looks up variables for ${VAR} expansion. If nil, os.Getenv.
+	Getenv func(string) string
+	// Environ lists the environment as KEY=value strings, for the EHSINK_
+	// overrides. If nil, os.Environ when Getenv is nil too; when Getenv is
+	// set and Environ is nil, no overrides are read, so that a caller that
+	// injects Getenv (a test) never sees the process environment.
+	Environ func() []string
+}
+
+// Load reads a connectors.yaml file, applies the EHSINK_ environment
+// overrides, expands ${VAR} references, decodes it strictly (the `sink:`
+// block of each connector into the config of its registered driver), fills
+// in the defaults and validates the result. The error reports every
+// problem, as [*config.Error] values with paths such as
+// `connectors[1].sink.table`, joined with errors.Join; [config.Errors] lists
+// them.
+func Load(path string, opts LoadOptions) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(file.Provider(path), varSafeYAML{}); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, err // "open connectors.yaml: no such file or directory"
+		}
+		return nil, fmt.Errorf("%s: %w", path, err) // "connectors.yaml: yaml: line 3: ..."
+	}
+	return load(k.Raw(), opts)
+}
+
+// load is Load after the file is read: raw is the file's tree.
+func load(raw map[string]any, opts LoadOptions) (*Config, error) {
+	reg := opts.Registry // nil: the drivers sinks.Register added
+	getenv, environ := opts.Getenv, opts.Environ
+	if getenv == nil {
+		getenv = os.Getenv
+		if environ == nil {
+			environ = os.Environ
+		}
+	}
+	if raw == nil {
+		raw = map[string]any{}
+	}
+
+	var errs []error
+	if environ != nil {
+		errs = append(errs, applyEnv(raw, environ)...)
+	}
+	expanded, err := config.Expand(raw, getenv)
+	errs = append(errs, err)
+	tree, _ := expanded.(map[string]any)
+	sinkRaws := splitSinks(tree)
+
+	var c Config
+	errs = append(errs, config.Decode(tree, &c))
+	for i := range c.Connectors {
+		var sinkRaw map[string]any
+		if i < len(sinkRaws) {
+			sinkRaw = sinkRaws[i]
+		}
+		errs = append(errs, decodeSink(fmt.Sprintf("connectors[%d].sink", i), &c.Connectors[i].Sink, sinkRaw, reg))
+	}
+	full := c.withDefaults()
+	errs = append(errs, full.validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, joinProblems(err)
+	}
+	return full, nil
+}
+
+// joinProblems flattens err into its *config.Error problems, without
+// duplicates, joined again.
+func joinProblems(err error) error {
+	var out []error
+	seen := map[string]bool{}
+	for _, p := range config.Errors(err) {
+		if key := p.Error(); !seen[key] {
+			seen[key] = true
+			out = append(out, p)
+		}
+	}
+	return errors.Join(out...)
+}
+
+// splitSinks takes the driver-specific keys out of every connector's `sink:`
+// block, leaving only `type` for the Config decoder, and returns them by
+// connector index (nil where a connector has no sink map).
+func splitSinks(tree map[string]any) []map[string]any {
+	list, ok := tree["connectors"].([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]map[string]any, len(list))
+	for i, item := range list {
+		conn, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		sink, ok := conn["sink"].(map[string]any)
+		if !ok {
+			continue
+		}
+		rest := maps.Clone(sink)
+		delete(rest, "type")
+		out[i] = rest
+		kept := map[string]any{}
+		if t, ok := sink["type"]; ok {
+			kept["type"] = t
+		}
+		conn["sink"] = kept
+	}
+	return out
+}
+
+// decodeSink looks up the sink type in reg and decodes raw into a new
+// config of that driver, stored in s.Config. A missing type is left to
+// validate; a config that does not decode is not stored, so that its
+// validator does not repeat the decoder's complaints.
+func decodeSink(path string, s *SinkSpec, raw map[string]any, reg *sinks.Registry) error {
+	if s.Type == "" {
+		return nil
+	}
+	d, err := reg.Lookup(s.Type)
+	if err != nil {
+		hint := ""
+		if near := config.Suggest(s.Type, reg.Names()); near != "" {
+			hint = "did you mean " + near + "? "
+		}
+		return &config.Error{Path: path + ".type", Err: fmt.Errorf("unknown sink %s (%sknown: %s)", config.Quote(s.Type), hint, strings.Join(reg.Names(), ", "))}
+	}
+	cfg := d.NewConfig()
+	if cfg == nil {
+		return &config.Error{Path: path + ".type", Err: fmt.Errorf("sink %q: driver returned no config", s.Type)}
+	}
+	if err := config.Decode(raw, cfg); err != nil {
+		return config.Prefix(path, err)
+	}
+	s.Config = cfg
+	return nil
+}

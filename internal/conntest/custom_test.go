@@ -1,0 +1,91 @@
+package conntest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// customConfig is a custom sink's config with a column mapping, which
+// `ehsink test` finds by its type.
+type customConfig struct {
+	Table   string          `yaml:"table"`
+	Columns mapping.Columns `yaml:"columns"`
+}
+
+// plainConfig is a custom sink's config without one.
+type plainConfig struct {
+	Dir string `yaml:"dir"`
+}
+
+type customDriver struct{ newConfig func() any }
+
+func (d customDriver) NewConfig() any { return d.newConfig() }
+
+func (customDriver) New(context.Context, any, sinks.Info) (sinks.Sink, error) {
+	return nil, errors.New("never built by ehsink test")
+}
+
+func TestCustomSink(t *testing.T) {
+	var reg sinks.Registry
+	reg.Register("custom", customDriver{func() any { return &customConfig{} }})
+	reg.Register("plain", customDriver{func() any { return &plainConfig{} }})
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cfgPath := write("connectors.yaml", `
+emulator: {hubs: {h: 1}}
+connectors:
+  - name: mapped
+    source: {connection: emulator, eventhub: h}
+    sink: {type: custom, table: t, columns: {n: {from: $.n, type: bigint}}}
+  - name: unmapped
+    source: {connection: emulator, eventhub: h}
+    sink: {type: plain, dir: x}
+`)
+	cfg, err := connector.Load(cfgPath, connector.LoadOptions{Registry: &reg, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(text string) (Result, string, error) {
+		f, err := ReadFile(write("connectors_test.yaml", text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		res, err := Run(t.Context(), cfg, "connectors_test.yaml", f, &out)
+		return res, out.String(), err
+	}
+	res, out, err := run(`
+tests:
+  - name: n
+    connector: mapped
+    events: [{body: {n: 5}}, {body: {n: five}}]
+    expect: [{row: {n: 6}}, {dead_letter: 'column "n"'}]
+`)
+	if err != nil || res.Failed != 1 || !strings.Contains(out, "column n: want 6, got 5") {
+		t.Errorf("mapped custom sink: result %+v, err %v, report:\n%s", res, err, out)
+	}
+	_, _, err = run(`
+tests:
+  - name: n
+    connector: unmapped
+    events: [{body: x}]
+    expect: [{dead_letter: x}]
+`)
+	if got := problemPaths(t, err); len(got) != 1 || got[0] != "tests[0].connector" || !strings.Contains(err.Error(), "no column mapping") {
+		t.Errorf("a sink without columns: %v", err)
+	}
+}
