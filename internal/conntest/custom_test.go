@@ -9,15 +9,19 @@ import (
 	"testing"
 
 	"github.com/ehsink/ehsink/internal/connector"
-	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/table"
 )
 
-// customConfig is a custom sink's config with a column mapping, which
-// `ehsink test` finds by its type.
+// customConfig is a custom sink's config with a column mapping, which it
+// offers `ehsink test` through its TableShape method.
 type customConfig struct {
-	Table   string          `yaml:"table"`
-	Columns mapping.Columns `yaml:"columns"`
+	Table   string        `yaml:"table"`
+	Columns table.Columns `yaml:"columns"`
+}
+
+func (c *customConfig) TableShape() (table.Shape, error) {
+	return table.Shape{Routes: []table.Route{{Name: c.Table, Dest: c.Table, Columns: c.Columns}}}, nil
 }
 
 // plainConfig is a custom sink's config without one.
@@ -85,7 +89,7 @@ tests:
     events: [{body: x}]
     expect: [{dead_letter: x}]
 `)
-	if got := problemPaths(t, err); len(got) != 1 || got[0] != "tests[0].connector" || !strings.Contains(err.Error(), "no column mapping") {
+	if got := problemPaths(t, err); len(got) != 1 || got[0] != "tests[0].connector" || !strings.Contains(err.Error(), "has no table mapping") {
 		t.Errorf("a sink without columns: %v", err)
 	}
 }

@@ -1,11 +1,13 @@
 // Package conntest runs the unit tests of a connectors.yaml: a test file
 // lists, per connector, input events and the rows, records or dead letters
-// the connector must make of them. The events go through the same mapping
-// code the sinks run (the columns decoded from the connector's `sink:`
-// block, compiled by package mapping) and, for the stdout sink, through the
-// envelope its writer prints; no Event Hubs, database or storage is
-// involved. No sink package is imported: a binary tests the sinks it
-// registers.
+// the connector must make of them. The events go through the sink's own
+// table shape (package sinks/table: the routes, columns, key, explode and
+// deletes its config declares, and the function that renders and checks
+// an event's table or path, the one the running sink calls) and, for the
+// stdout sink, through the line its writer prints (its config's Line); no
+// Event Hubs, database or storage is involved. No sink package is
+// imported: a binary tests the sinks it registers, and a sink opts in
+// through its config (a TableShape method).
 //
 // A test file:
 //
@@ -30,8 +32,8 @@
 // keep the exact text of its numbers); any other body is encoded as JSON.
 // Each event has one expectation, in order:
 //
-//   - row: column → value, for sinks with a column mapping (postgres,
-//     parquet, custom sinks whose config has a mapping.Columns field; the
+//   - row: column → value, for sinks with a table shape (postgres,
+//     parquet, custom sinks whose config has a TableShape method; the
 //     columns its `key` list names are not nullable, as the PostgreSQL
 //     sink's upsert key).
 //     Values are compared after the column's type conversion: numbers by

@@ -99,7 +99,7 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 		if e.Route != nil && t.route(*e.Route) == nil {
 			return x, &config.Error{Path: "route", Err: fmt.Errorf("no route named %q (routes: %s)", *e.Route, strings.Join(t.names(), ", "))}
 		}
-		if e.Table != nil && !slices.ContainsFunc(t.routes, func(r routeSpec) bool { return r.isTable }) {
+		if e.Table != nil && !slices.ContainsFunc(t.routes, func(r routeSpec) bool { return r.DestIsTable }) {
 			return x, &config.Error{Path: "table", Err: errors.New("this connector's routes have paths, not tables: use route")}
 		}
 		if row == nil {
@@ -110,12 +110,12 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 		x.routeRow = map[string][]wantColumn{}
 		var lastErrs []error
 		for _, r := range t.routes {
-			if e.Route != nil && r.name != *e.Route {
+			if e.Route != nil && r.Name != *e.Route {
 				continue
 			}
-			want, rerrs := wantRow(r.target.mapper.Columns(), row, field, r.target.key, "route "+r.name)
+			want, rerrs := wantRow(r.target.mapper.Columns(), row, field, r.target.key, "route "+r.Name)
 			if len(rerrs) == 0 {
-				x.routeRow[r.name] = want
+				x.routeRow[r.Name] = want
 			}
 			lastErrs = rerrs
 		}

@@ -6,17 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/internal/connector"
-	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/table"
 )
 
 // Result counts the cases of a run.
@@ -226,120 +225,46 @@ func (e *Event) event(index int) (sinks.Event, error) {
 	return ev, errors.Join(errs...)
 }
 
-// newTarget builds what can run of spec's sink: the compiled column mapping
-// of a table-shaped sink, or the stdout sink's line format.
+// liner is what a sink that writes each event as one line of text (the
+// stdout sink) offers `ehsink test`: the line its writer writes for an
+// event, and whether that line is a JSON envelope or the body as is.
+type liner interface {
+	Line(ev *sinks.Event) ([]byte, error)
+	Envelope() bool
+}
+
+// newTarget builds what can run of spec's sink without its destination:
+// the sink's own table shape (see package sinks/table), or the line a
+// line-writing sink prints. No sink package is imported: a binary tests
+// the sinks it registers, through their configs.
 func newTarget(spec *connector.Spec) (target, error) {
 	stops := spec.Errors.Tolerance == "none"
-	if spec.Sink.Type == "stdout" {
-		format, _ := stringField(spec.Sink.Config, "format")
-		return &stdoutTarget{raw: format == "raw", stops: stops}, nil
+	if l, ok := spec.Sink.Config.(liner); ok {
+		return &stdoutTarget{line: l, raw: !l.Envelope(), stops: stops}, nil
 	}
-	format, del := changesOf(spec.Sink.Config)
-	if routes, ok := routesOf(spec.Sink.Config); ok {
-		return newRoutedTarget(routes, format, del, stops)
-	}
-	cols, ok := columnsOf(spec.Sink.Config)
+	sh, ok := spec.Sink.Config.(table.Shaper)
 	if !ok {
-		return nil, fmt.Errorf("connector %q: sink type %s has no column mapping to test", spec.Name, spec.Sink.Type)
+		return nil, fmt.Errorf("connector %q: sink type %s has no table mapping, so ehsink test has no rows to check (a sink opts in with a TableShape method on its config, see package sinks/table)", spec.Name, spec.Sink.Type)
 	}
-	v, _ := structOf(spec.Sink.Config)
-	t, err := newMapTargetWith(cols, mapping.Options{Explode: explodeOfStruct(v)}, stops)
+	shape, err := sh.TableShape()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connector %q: %w", spec.Name, err)
 	}
-	return t, t.deleting(format, del, keyOf(v))
-}
-
-// changesOf finds, by reflection, the fields of types cdc.Format and
-// *cdc.Delete of a sink config (the postgres sink's format and delete),
-// which say which events delete their key or are skipped.
-func changesOf(cfg any) (cdc.Format, *cdc.Delete) {
-	var format cdc.Format
-	var del *cdc.Delete
-	v, ok := structOf(cfg)
-	if !ok {
-		return format, del
+	if len(shape.Routes) == 0 {
+		return nil, fmt.Errorf("connector %q: sink type %s declares no route", spec.Name, spec.Sink.Type)
 	}
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		switch {
-		case !f.IsExported():
-		case f.Type == reflect.TypeFor[cdc.Format]():
-			format = v.Field(i).Interface().(cdc.Format)
-		case f.Type == reflect.TypeFor[*cdc.Delete]():
-			del = v.Field(i).Interface().(*cdc.Delete)
-		}
+	if shape.Routed {
+		return newRoutedTarget(shape, stops)
 	}
-	return format, del
-}
-
-// keyOf returns the `key:` list of strings of a struct value (a sink
-// config or one of its routes), or nil.
-func keyOf(v reflect.Value) []string {
-	if !v.IsValid() {
-		return nil
-	}
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if f.IsExported() && f.Type == reflect.TypeFor[[]string]() && yamlName(f) == "key" {
-			return v.Field(i).Interface().([]string)
-		}
-	}
-	return nil
-}
-
-// explodeOfStruct returns the exploded path of a sink config (or of one of
-// its routes): its field of type mapping.Path whose key is explode.
-func explodeOfStruct(v reflect.Value) mapping.Path {
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if f.IsExported() && f.Type == reflect.TypeFor[mapping.Path]() && yamlName(f) == "explode" {
-			return v.Field(i).Interface().(mapping.Path)
-		}
-	}
-	return mapping.Path{}
-}
-
-// columnsOf finds the mapping of a sink config by reflection, so that no
-// sink package is linked for it: the field of type mapping.Columns (the
-// postgres and parquet sinks', or a custom sink's). The columns a `key:`
-// list of strings names are made non-nullable, as the PostgreSQL sink
-// makes its upsert key: a row without its key cannot be written.
-func columnsOf(cfg any) (mapping.Columns, bool) {
-	v, ok := structOf(cfg)
-	if !ok {
-		return nil, false
-	}
-	return columnsOfStruct(v)
-}
-
-// columnsOfStruct is columnsOf for a struct value (a sink config or one of
-// its routes).
-func columnsOfStruct(v reflect.Value) (mapping.Columns, bool) {
-	var cols mapping.Columns
-	var key []string
-	found := false
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		switch {
-		case !f.IsExported():
-		case f.Type == reflect.TypeFor[mapping.Columns]():
-			cols, found = slices.Clone(v.Field(i).Interface().(mapping.Columns)), true
-		case f.Type == reflect.TypeFor[[]string]() && yamlName(f) == "key":
-			key = v.Field(i).Interface().([]string)
-		}
-	}
-	for i := range cols {
-		if slices.Contains(key, cols[i].Name) {
-			cols[i].Nullable = false
-		}
-	}
-	return cols, found
+	return newMapTarget(shape, shape.Routes[0], shape.Delete, stops)
 }
 
 // mapTarget is a sink with one column mapping.
 type mapTarget struct {
 	mapper *mapping.Mapper
+	// render renders and checks the event's destination as the sink
+	// does (nil: it does not depend on the event).
+	render func(*sinks.Event) (string, error)
 	// rules, for a sink that deletes (format debezium, a delete block),
 	// decide per event between a row, a delete of key and a skip.
 	rules *cdc.Rules
@@ -347,12 +272,21 @@ type mapTarget struct {
 	stops bool
 }
 
-func newMapTargetWith(cols mapping.Columns, opts mapping.Options, stops bool) (*mapTarget, error) {
-	m, err := mapping.CompileWith(cols, opts)
+// newMapTarget compiles route r of shape: its columns (those its key
+// names made non-nullable, as the sink does) and its delete rules.
+func newMapTarget(shape table.Shape, r table.Route, del *cdc.Delete, stops bool) (*mapTarget, error) {
+	cols := slices.Clone(r.Columns)
+	for i := range cols {
+		if slices.Contains(r.Key, cols[i].Name) {
+			cols[i].Nullable = false
+		}
+	}
+	m, err := mapping.CompileWith(cols, mapping.Options{Explode: r.Explode})
 	if err != nil {
 		return nil, fmt.Errorf("columns: %w", err)
 	}
-	return &mapTarget{mapper: m, stops: stops}, nil
+	t := &mapTarget{mapper: m, render: r.Render, stops: stops}
+	return t, t.deleting(shape.Format, del, r.Key)
 }
 
 // deleting gives t the rules of a sink's format and delete block, when
@@ -374,6 +308,21 @@ func (t *mapTarget) deleting(format cdc.Format, del *cdc.Delete, key []string) e
 }
 
 func (t *mapTarget) apply(_ context.Context, ev *sinks.Event) outcome {
+	var dest string
+	if t.render != nil {
+		d, err := t.render(ev)
+		if err != nil {
+			return outcome{reason: err.Error(), stops: t.stops}
+		}
+		dest = d
+	}
+	out := t.rows(ev)
+	out.table = dest
+	return out
+}
+
+// rows maps ev to its row, its delete or skip, or its exploded rows.
+func (t *mapTarget) rows(ev *sinks.Event) outcome {
 	cols := t.mapper.Columns()
 	if t.rules != nil {
 		row := make([]any, len(cols))
@@ -417,54 +366,16 @@ func (t *mapTarget) apply(_ context.Context, ev *sinks.Event) outcome {
 }
 
 type stdoutTarget struct {
-	raw   bool // format: raw, the body alone; else the JSON envelope
+	line  liner
+	raw   bool // the line is the body alone, not the JSON envelope
 	stops bool
 }
 
-// apply makes the stdout sink's line of ev: the body (format: raw) or the
-// envelope of [record.NewEvent], encoded as the sink's writer encodes
-// it. The sink's package is not imported, so that a binary whose sinks do
-// not include stdout does not get it registered by this package.
+// apply makes the line the sink's writer makes of ev.
 func (t *stdoutTarget) apply(_ context.Context, ev *sinks.Event) outcome {
-	if t.raw {
-		return outcome{record: slices.Clone(ev.Body)}
-	}
-	line, err := json.Marshal(record.NewEvent(ev))
+	line, err := t.line.Line(ev)
 	if err != nil {
-		return outcome{reason: fmt.Sprintf("encode envelope: %v", err), stops: t.stops}
+		return outcome{reason: err.Error(), stops: t.stops}
 	}
 	return outcome{record: line}
-}
-
-// stringField returns the string field of the struct cfg points to whose
-// yaml tag is name.
-func stringField(cfg any, name string) (string, bool) {
-	v, ok := structOf(cfg)
-	if !ok {
-		return "", false
-	}
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if f.IsExported() && f.Type.Kind() == reflect.String && yamlName(f) == name {
-			return v.Field(i).String(), true
-		}
-	}
-	return "", false
-}
-
-// structOf returns the struct a sink config points to.
-func structOf(cfg any) (reflect.Value, bool) {
-	v := reflect.ValueOf(cfg)
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return reflect.Value{}, false
-		}
-		v = v.Elem()
-	}
-	return v, v.Kind() == reflect.Struct
-}
-
-// yamlName is the key of a struct field in YAML.
-func yamlName(f reflect.StructField) string {
-	return strings.Split(f.Tag.Get("yaml"), ",")[0]
 }

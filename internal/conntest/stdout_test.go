@@ -34,7 +34,7 @@ func TestStdoutLinesMatchTheSink(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ours []byte
-		target := &stdoutTarget{raw: format == "raw"}
+		target := &stdoutTarget{line: &stdout.Config{Format: format}, raw: format == "raw"}
 		for i := range events {
 			got := target.apply(context.Background(), &events[i])
 			if got.reason != "" {

@@ -168,9 +168,9 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			}
 		}
 		r := w.s.routes[ri]
-		values, err := r.tmpl.renderValues(e)
+		values, err := renderPath(r.name, r.tmpl, e)
 		if err != nil {
-			failed = append(failed, sinks.EventError{Index: i, Err: fmt.Errorf("route %s: path: %w", r.name, err)})
+			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}
 		// An event makes one row, or one per element of an exploded

@@ -192,6 +192,11 @@ func (c *Config) Validate() error {
 		}
 		validateRoute(d.Mode, r, func(field string, err error) { fe(prefix+field, err) })
 	}
+	if shape, err := d.TableShape(); err == nil && routed {
+		if err := shape.Validate(); err != nil {
+			fe("routes", err)
+		}
+	}
 	if d.PoolSize < 0 {
 		fe("pool_size", errors.New("must not be negative"))
 	}

@@ -45,14 +45,9 @@ func (s *Sink) destOf(ctx context.Context, ev *sinks.Event) (*dest, error) {
 	if r.static != nil {
 		return r.static, nil
 	}
-	b, err := r.tmpl.Append(nil, ev)
+	name, parts, err := renderTable(r.name, r.tmpl, ev)
 	if err != nil {
-		return nil, &eventError{fmt.Errorf("route %s: table: %w", r.name, err)}
-	}
-	name := string(b)
-	parts, err := checkTableName(name)
-	if err != nil {
-		return nil, &eventError{fmt.Errorf("route %s: table %q: %w", r.name, name, err)}
+		return nil, &eventError{err}
 	}
 	return s.templated(ctx, r, name, parts)
 }

@@ -43,6 +43,24 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Envelope reports whether a line is the JSON envelope (format json)
+// rather than the body as is.
+func (c *Config) Envelope() bool { return c.Format != "raw" }
+
+// Line returns the line the sink writes for ev, without its newline. The
+// writer and `ehsink test` both call it. Only an envelope can fail: a
+// property value JSON cannot hold.
+func (c *Config) Line(ev *sinks.Event) ([]byte, error) {
+	if !c.Envelope() {
+		return ev.Body, nil
+	}
+	line, err := json.Marshal(record.NewEvent(ev))
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	return line, nil
+}
+
 type driver struct{}
 
 func (driver) NewConfig() any { return &Config{Format: "json", Output: "stdout"} }
@@ -61,14 +79,14 @@ func (driver) New(_ context.Context, cfg any, _ sinks.Info) (sinks.Sink, error) 
 
 // Sink writes lines to one io.Writer. It is safe for concurrent use.
 type Sink struct {
-	raw bool
+	cfg Config
 	mu  sync.Mutex // guards out
 	out *bufio.Writer
 }
 
 // New returns a sink writing to w.
 func New(w io.Writer, cfg Config) *Sink {
-	return &Sink{raw: cfg.Format == "raw", out: bufio.NewWriterSize(w, 64<<10)}
+	return &Sink{cfg: cfg, out: bufio.NewWriterSize(w, 64<<10)}
 }
 
 // Open implements sinks.Sink. The stdout sink keeps no watermark.
@@ -93,16 +111,9 @@ type writer struct {
 func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	var failed []sinks.EventError
 	for i := range events {
-		ev := &events[i]
-		if w.s.raw {
-			w.buf.Write(ev.Body)
-			w.buf.WriteByte('\n')
-			continue
-		}
-		line, err := json.Marshal(record.NewEvent(ev))
+		line, err := w.s.cfg.Line(&events[i])
 		if err != nil {
-			// Only properties can fail to encode (a value JSON cannot hold).
-			failed = append(failed, sinks.EventError{Index: i, Err: fmt.Errorf("encode envelope: %w", err)})
+			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}
 		w.buf.Write(line)

@@ -1,0 +1,92 @@
+// Package table declares the shape of a table-writing sink: the column
+// mapping, key and exploded array of each route, the route conditions, and
+// how an event's destination (a table name, the values of a path) is
+// rendered and checked. The sink that owns a shape builds it once, from
+// its config, and `ehsink test` previews events through the very same
+// shape, so that a test cannot pass where the running sink dead-letters.
+//
+// A sink opts in by giving its config a TableShape method ([Shaper]). The
+// built-in postgres and parquet sinks do; a custom sink declares its
+// columns with [Columns] and returns its shape the same way.
+package table
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ehsink/ehsink/internal/table/cdc"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Columns is a column mapping as a sink config declares it (its
+// `columns:` block): column name → value path and type.
+type Columns = mapping.Columns
+
+// Path is a JSON path into an event body, as `explode:` takes it.
+type Path = mapping.Path
+
+// Shaper is implemented by sink configs whose writers turn events into
+// rows. TableShape is called after the config was decoded and validated.
+type Shaper interface {
+	// TableShape returns how the sink maps events, or an error naming the
+	// config field that prevents it.
+	TableShape() (Shape, error)
+}
+
+// Shape is how a sink turns events into rows.
+type Shape struct {
+	// Routes are the sink's routes, tried in order: an event takes the
+	// first whose When holds. A sink without a `routes:` list has one
+	// route, with no condition.
+	Routes []Route
+	// Routed says the sink has a `routes:` list (Routes came from it).
+	Routed bool
+	// Format and Delete decide which events delete their key or are
+	// skipped (the postgres sink's `format: debezium` and `delete:`).
+	// Zero: every event is a row.
+	Format cdc.Format
+	Delete *cdc.Delete
+}
+
+// Route is one way events go.
+type Route struct {
+	// Name names the route in reports: its `name`, or its destination as
+	// written.
+	Name string
+	// When is the route's condition; empty takes every event.
+	When string
+	// Dest is the destination as written (a table, or a path template).
+	Dest string
+	// DestIsTable says Dest is a table name (rendered in reports).
+	DestIsTable bool
+	// Columns, Key and Explode are the route's mapping. The columns Key
+	// names are never null.
+	Columns Columns
+	Key     []string
+	Explode Path
+	// Render returns where ev goes on this route, rendered and checked as
+	// the sink does it while running; an error makes ev a dead letter
+	// with that reason. Nil when the destination does not depend on the
+	// event.
+	Render func(ev *sinks.Event) (string, error)
+}
+
+// Validate reports a literal table named by two routes: two column
+// mappings would write one table. Every other check of a route belongs to
+// the sink's own Validate, which calls this one.
+func (s Shape) Validate() error {
+	var errs []error
+	seen := map[string]string{}
+	for i, r := range s.Routes {
+		if !r.DestIsTable || r.Render != nil || r.Dest == "" {
+			continue
+		}
+		if other, dup := seen[r.Dest]; dup {
+			errs = append(errs, fmt.Errorf("routes[%d]: table %s is also the table of route %s (one table, one column mapping)", i, r.Dest, other))
+			continue
+		}
+		seen[r.Dest] = r.Name
+	}
+	return errors.Join(errs...)
+}
