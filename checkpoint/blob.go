@@ -26,7 +26,8 @@ import (
 // AccountURL must be set, and Container always.
 type BlobOptions struct {
 	// Connection is a storage account connection string (for Azurite:
-	// UseDevelopmentStorage=true or the devstoreaccount1 string).
+	// the well-known devstoreaccount1 string; the SDK does not read
+	// UseDevelopmentStorage=true).
 	Connection secret.String
 	// AccountURL is the Blob endpoint, https://ACCOUNT.blob.core.windows.net,
 	// used with Credential.

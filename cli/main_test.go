@@ -71,7 +71,7 @@ connectors:
 
 const (
 	ehConn    = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=listen;SharedAccessKey=EHKEYSECRET;EntityPath=payments"
-	storeConn = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=STORAGEKEY;EndpointSuffix=core.windows.net"
+	storeConn = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=STORAGEKEY00;EndpointSuffix=core.windows.net"
 	pgDSN     = "postgres://app:PGPASSWORD@db:5432/app?sslmode=disable"
 )
 

@@ -11,7 +11,7 @@ import (
 // passing, failing and malformed files, for the exit status of each.
 func TestTestCommand(t *testing.T) {
 	root := ".."
-	data := filepath.Join(root, "conntest", "testdata")
+	data := filepath.Join(root, "internal", "conntest", "testdata")
 	cfg := filepath.Join(data, "connectors.yaml")
 	for _, tc := range []struct {
 		name   string

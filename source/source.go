@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/internal/connstr"
 	"log/slog"
 	"strings"
 	"sync"
@@ -122,7 +123,7 @@ func resolveHub(opts Options) (hub, ns string, err error) {
 		return opts.EventHub, opts.Namespace, nil
 	}
 	// The SDK's parse errors name the missing key, never the value.
-	props, err := azeventhubs.ParseConnectionString(opts.Connection.Reveal())
+	props, err := connstr.EventHubs(opts.Connection.Reveal())
 	if err != nil {
 		return "", "", fmt.Errorf("source: connection string: %w", err)
 	}
@@ -146,7 +147,7 @@ func (s *Source) newClient(co *azeventhubs.ConsumerClientOptions) (*azeventhubs.
 	)
 	if s.opts.Connection != "" {
 		hub := s.hub
-		if props, perr := azeventhubs.ParseConnectionString(s.opts.Connection.Reveal()); perr == nil && props.EntityPath != nil && *props.EntityPath != "" {
+		if props, perr := connstr.EventHubs(s.opts.Connection.Reveal()); perr == nil && props.EntityPath != nil && *props.EntityPath != "" {
 			hub = "" // the SDK refuses a hub name given twice
 		}
 		c, err = azeventhubs.NewConsumerClientFromConnectionString(s.opts.Connection.Reveal(), hub, s.opts.ConsumerGroup, co)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/internal/connstr"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -140,9 +141,9 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	}
 	info := sinks.Info{Connector: spec.Name, EventHub: spec.Source.EventHub, ConsumerGroup: spec.Source.ConsumerGroup, Logger: log}
 	if conn != "" {
-		props, err := azeventhubs.ParseConnectionString(conn.Reveal())
+		props, err := connstr.EventHubs(conn.Reveal())
 		if err != nil {
-			return fail("source.connection", errors.New("not a valid Event Hubs connection string"))
+			return fail("source.connection", err)
 		}
 		info.Namespace = props.FullyQualifiedNamespace
 		if info.EventHub == "" && props.EntityPath != nil {

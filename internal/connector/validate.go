@@ -3,6 +3,7 @@ package connector
 import (
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/internal/connstr"
 	"maps"
 	"net"
 	"net/url"
@@ -107,12 +108,12 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 			}
 		}
 	case conn != "":
-		props := parseConnectionString(conn)
-		if props["endpoint"] == "" {
-			// Never echo the value: it may hold a key.
-			p.add(path+".connection", "not an Event Hubs connection string (no Endpoint=sb://...; part), nor %q", EmulatorConnection)
+		props, err := connstr.EventHubs(conn)
+		if err != nil {
+			p.add(path+".connection", "%v, nor %q", err, EmulatorConnection)
+		} else if props.EntityPath != nil {
+			entityPath = *props.EntityPath
 		}
-		entityPath = props["entitypath"]
 	case s.Namespace != "":
 		if !strings.Contains(s.Namespace, ".") || strings.Contains(s.Namespace, "/") {
 			p.add(path+".namespace", "%s: write the fully qualified namespace, NAME.servicebus.windows.net", config.Quote(s.Namespace))
@@ -136,19 +137,6 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 	}
 }
 
-// parseConnectionString splits "Key=Value;Key=Value" into lower-cased keys
-// and their values.
-func parseConnectionString(s string) map[string]string {
-	props := map[string]string{}
-	for part := range strings.SplitSeq(s, ";") {
-		k, v, ok := strings.Cut(part, "=")
-		if ok {
-			props[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
-		}
-	}
-	return props
-}
-
 func checkEnum(p *problems, path, v string, allowed ...string) {
 	if err := config.OneOf(v, allowed...); err != nil {
 		*p = append(*p, &config.Error{Path: path, Err: err})
@@ -168,6 +156,10 @@ func (c *CheckpointSpec) validate(path string, p *problems) {
 			p.add(bp+".connection", "required: set connection (a storage connection string) or account_url")
 		case b.Connection != "" && b.AccountURL != "":
 			p.add(bp+".account_url", "set connection or account_url, not both")
+		case b.Connection != "":
+			if err := connstr.Storage(b.Connection.Reveal()); err != nil {
+				p.add(bp+".connection", "%v", err)
+			}
 		case b.AccountURL != "":
 			if u, err := url.Parse(b.AccountURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 				p.add(bp+".account_url", "%s: write https://ACCOUNT.blob.core.windows.net", config.Quote(b.AccountURL))

@@ -3,6 +3,7 @@ package parquet
 import (
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/internal/connstr"
 	"time"
 
 	"github.com/ehsink/ehsink/internal/config"
@@ -171,6 +172,8 @@ func (c *Config) Validate() error {
 	if cc.Blob != nil {
 		if cc.Blob.Connection == "" {
 			fe("blob.connection", errors.New("required"))
+		} else if err := connstr.Storage(cc.Blob.Connection.Reveal()); err != nil {
+			fe("blob.connection", err)
 		}
 		if cc.Blob.Container == "" {
 			fe("blob.container", errors.New("required"))

@@ -88,13 +88,13 @@ func TestConfigDecodeAndValidate(t *testing.T) {
 	}{
 		{"minimal dir", map[string]any{"dir": "/tmp/x", "columns": map[string]any{"id": "$.id"}}, nil},
 		{"blob with everything", map[string]any{
-			"blob":    map[string]any{"connection": "UseDevelopmentStorage=true", "container": "c"},
+			"blob":    map[string]any{"connection": "AccountName=devstoreaccount1;AccountKey=STORAGEKEY00;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1", "container": "c"},
 			"columns": []any{map[string]any{"name": "amount", "from": "$.amount", "type": "decimal(12,2)"}},
 			"path":    "{partition}/{first_seq}-{last_seq}.parquet", "compression": "snappy",
 			"row_group_size": "8MiB", "max_rows": 10, "max_bytes": "1GiB", "max_age": "30s",
 		}, nil},
 		{"no destination", map[string]any{"columns": map[string]any{"id": "$.id"}}, []string{"dir"}},
-		{"both destinations", map[string]any{"dir": "x", "blob": map[string]any{"connection": "a", "container": "c"}, "columns": map[string]any{"id": "$.id"}}, []string{"blob"}},
+		{"both destinations", map[string]any{"dir": "x", "blob": map[string]any{"connection": "AccountName=a;AccountKey=STORAGEKEY00", "container": "c"}, "columns": map[string]any{"id": "$.id"}}, []string{"blob"}},
 		{"blob without fields", map[string]any{"blob": map[string]any{}, "columns": map[string]any{"id": "$.id"}}, []string{"blob.connection", "blob.container"}},
 		{"every problem at once", map[string]any{
 			"dir": "x", "path": "{first_seq}.parquet", "compression": "lz4", "max_rows": -1,
