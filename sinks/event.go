@@ -2,7 +2,6 @@ package sinks
 
 import (
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -47,39 +46,4 @@ type Position struct {
 	SequenceNumber int64
 	// Offset of the event; may be empty when only the sequence number is known.
 	Offset string
-}
-
-// Covers reports whether the watermark w (nil: nothing committed) already
-// includes the event with sequence number seq.
-func Covers(w *Position, seq int64) bool {
-	return w != nil && seq <= w.SequenceNumber
-}
-
-// Later returns the later of two positions by sequence number; nil counts as
-// earlier than any position.
-func Later(a, b *Position) *Position {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case b.SequenceNumber > a.SequenceNumber:
-		return b
-	default:
-		return a
-	}
-}
-
-// After returns the suffix of events (sorted by sequence number, as a
-// partition delivers them) that the watermark w does not cover: what a
-// writer still has to write after a replay. A nil watermark covers nothing.
-// The result shares memory with events.
-func After(events []Event, w *Position) []Event {
-	if w == nil || len(events) == 0 {
-		return events
-	}
-	i := sort.Search(len(events), func(i int) bool {
-		return events[i].SequenceNumber > w.SequenceNumber
-	})
-	return events[i:]
 }

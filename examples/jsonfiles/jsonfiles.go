@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/dedupe"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,7 +117,7 @@ func (w *writer) Flush(context.Context) (*sinks.Position, error) {
 	if err != nil {
 		return nil, err
 	}
-	events := sinks.After(w.pending, wm)
+	events := dedupe.After(w.pending, wm)
 	if len(events) == 0 {
 		w.pending = w.pending[:0]
 		return wm, nil
@@ -163,7 +164,7 @@ func newest(dir string) (*sinks.Position, error) {
 		if !ok || err != nil {
 			continue
 		}
-		wm = sinks.Later(wm, &sinks.Position{SequenceNumber: last})
+		wm = dedupe.Later(wm, &sinks.Position{SequenceNumber: last})
 	}
 	return wm, nil
 }

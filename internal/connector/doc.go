@@ -1,6 +1,6 @@
 // Package connector holds the connector spec (the YAML types of
 // connectors.yaml, their defaults and validation) and the runner that moves
-// each owned partition through source -> watermark (sinks.After) -> filter ->
+// each owned partition through source -> watermark (dedupe.After) -> filter ->
 // sink -> checkpoint.
 //
 // # Filters

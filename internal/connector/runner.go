@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/dedupe"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -470,7 +471,7 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 // writer, less those the filter drops.
 func (pr *partitionRun) take(ctx context.Context, events []sinks.Event) error {
 	n := len(events)
-	events = sinks.After(events, pr.watermark)
+	events = dedupe.After(events, pr.watermark)
 	pr.met.skippedEvents(n - len(events))
 	if len(events) == 0 {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/dedupe"
 	"os"
 	"slices"
 	"strings"
@@ -74,10 +75,10 @@ func flush(t *testing.T, w *writer) *sinks.Position {
 // of the checkpoint and the sink's watermark, in batches of 10.
 func replay(t *testing.T, w *writer, checkpoint, watermark *sinks.Position, events []sinks.Event) {
 	t.Helper()
-	from := sinks.Later(checkpoint, watermark)
+	from := dedupe.Later(checkpoint, watermark)
 	var todo []sinks.Event
 	for _, e := range events {
-		if !sinks.Covers(from, e.SequenceNumber) {
+		if !dedupe.Covers(from, e.SequenceNumber) {
 			todo = append(todo, e)
 		}
 	}
@@ -245,10 +246,10 @@ func TestCrashAndRestart(t *testing.T) {
 // replayWithDeadLetters is replay with the runner's dead-letter step.
 func replayWithDeadLetters(t *testing.T, w *writer, checkpoint, watermark *sinks.Position, events []sinks.Event) {
 	t.Helper()
-	from := sinks.Later(checkpoint, watermark)
+	from := dedupe.Later(checkpoint, watermark)
 	var todo []sinks.Event
 	for _, e := range events {
-		if !sinks.Covers(from, e.SequenceNumber) {
+		if !dedupe.Covers(from, e.SequenceNumber) {
 			todo = append(todo, e)
 		}
 	}

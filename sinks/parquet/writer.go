@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/dedupe"
 	"log/slog"
 	"path"
 	"slices"
@@ -302,7 +303,7 @@ func (f *openFile) take(e *sinks.Event) {
 
 // covered reports whether seq is already committed or in the open file.
 func (w *writer) covered(seq int64) bool {
-	if sinks.Covers(w.watermark, seq) {
+	if dedupe.Covers(w.watermark, seq) {
 		return true
 	}
 	return w.file != nil && seq <= w.file.last
@@ -327,7 +328,7 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 	for i := range letters {
 		l := &letters[i]
 		e := &l.Event
-		if sinks.Covers(w.watermark, e.SequenceNumber) {
+		if dedupe.Covers(w.watermark, e.SequenceNumber) {
 			continue
 		}
 		if w.file == nil {

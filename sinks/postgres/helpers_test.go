@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/dedupe"
 	"slices"
 	"testing"
 	"time"
@@ -140,7 +141,7 @@ func runPartition(t *testing.T, s *Sink, cp *checkpointStore, partition string, 
 			todo = append(todo, ev)
 		}
 	}
-	todo = sinks.After(todo, wm)
+	todo = dedupe.After(todo, wm)
 	flushes := 0
 	for len(todo) > 0 {
 		n := min(batch, len(todo))

@@ -123,7 +123,7 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	last := w.last()
 	for i := range events {
 		ev := &events[i]
-		if sinks.Covers(w.wm, ev.SequenceNumber) || ev.SequenceNumber <= last {
+		if dedupe.Covers(w.wm, ev.SequenceNumber) || ev.SequenceNumber <= last {
 			continue
 		}
 		if w.s.cfg.Format == cdc.FormatDebezium && cdc.IsTombstone(ev.Body) {
@@ -288,7 +288,7 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 	}
 	for i := range letters {
 		l := &letters[i]
-		if sinks.Covers(w.wm, l.Event.SequenceNumber) {
+		if dedupe.Covers(w.wm, l.Event.SequenceNumber) {
 			continue
 		}
 		d := deadLetter{
@@ -427,26 +427,26 @@ func (w *writer) dropCovered() {
 	for _, b := range w.bufs {
 		keep := 0
 		for i := range b.n {
-			if !sinks.Covers(w.wm, b.rows[i].pos.SequenceNumber) {
+			if !dedupe.Covers(w.wm, b.rows[i].pos.SequenceNumber) {
 				b.rows[keep], b.rows[i] = b.rows[i], b.rows[keep]
 				keep++
 			}
 		}
 		b.n = keep
 	}
-	if w.skipped != nil && sinks.Covers(w.wm, w.skipped.SequenceNumber) {
+	if w.skipped != nil && dedupe.Covers(w.wm, w.skipped.SequenceNumber) {
 		w.skipped = nil
 	}
 	dead := w.dead[:0]
 	for _, d := range w.dead {
-		if !sinks.Covers(w.wm, d.pos.SequenceNumber) {
+		if !dedupe.Covers(w.wm, d.pos.SequenceNumber) {
 			dead = append(dead, d)
 		}
 	}
 	w.dead = dead
 	rejected := w.rejected[:0]
 	for _, r := range w.rejected {
-		if !sinks.Covers(w.wm, r.pos.SequenceNumber) {
+		if !dedupe.Covers(w.wm, r.pos.SequenceNumber) {
 			rejected = append(rejected, r)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/dedupe"
 	"slices"
 	"strconv"
 	"sync"
@@ -257,7 +258,7 @@ func caseCloseAbandons(t testing.TB, h Harness) {
 
 	w, wm := open(t, newSink(t, h), "1")
 	wantWatermark(t, wm, 9)
-	writeFlush(t, w, sinks.After(Events("1", 0, 19), wm))
+	writeFlush(t, w, dedupe.After(Events("1", 0, 19), wm))
 	closeWriter(t, w)
 	wantSeqs(t, h, "1", 0, 19)
 }
@@ -276,7 +277,7 @@ func caseReplay(t testing.TB, h Harness) {
 	replay := Events("2", 0, 29)
 	for len(replay) > 0 {
 		n := min(7, len(replay))
-		if batch := sinks.After(replay[:n], wm); len(batch) > 0 {
+		if batch := dedupe.After(replay[:n], wm); len(batch) > 0 {
 			wm = writeFlush(t, w, batch)
 		}
 		replay = replay[n:]
@@ -463,8 +464,8 @@ func caseTwoOwnersFromWatermark(t testing.TB, h Harness) {
 	wb, wmB := open(t, newSink(t, h), "6")
 	wantWatermark(t, wmA, 9)
 	wantWatermark(t, wmB, 9)
-	writeFlush(t, wb, sinks.After(Events("6", 0, 29), wmB))
-	if err := wa.Write(ctx(t), sinks.After(Events("6", 0, 39), wmA)); err != nil {
+	writeFlush(t, wb, dedupe.After(Events("6", 0, 29), wmB))
+	if err := wa.Write(ctx(t), dedupe.After(Events("6", 0, 39), wmA)); err != nil {
 		t.Fatalf("stale owner Write: %v", err)
 	}
 	flushStale(t, wa)
@@ -478,7 +479,7 @@ func caseTwoOwnersFromWatermark(t testing.TB, h Harness) {
 	}
 	w, wm := open(t, newSink(t, h), "6")
 	wantWatermark(t, wm, got[len(got)-1])
-	writeFlush(t, w, sinks.After(Events("6", 0, 49), wm))
+	writeFlush(t, w, dedupe.After(Events("6", 0, 49), wm))
 	closeWriter(t, w)
 	wantOnceInOrder(t, h, "6", 0, 49)
 }
@@ -489,12 +490,12 @@ func caseStaleOwnerFlushesLate(t testing.TB, h Harness) {
 	// network partition). The new owner then goes on committing.
 	commitFirst(t, h, "7", 9)
 	stale, wmA := open(t, newSink(t, h), "7")
-	if err := stale.Write(ctx(t), sinks.After(Events("7", 0, 19), wmA)); err != nil {
+	if err := stale.Write(ctx(t), dedupe.After(Events("7", 0, 19), wmA)); err != nil {
 		t.Fatalf("stale owner Write: %v", err)
 	}
 	owner, wmB := open(t, newSink(t, h), "7")
 	wantWatermark(t, wmB, 9)
-	writeFlush(t, owner, sinks.After(Events("7", 0, 29), wmB))
+	writeFlush(t, owner, dedupe.After(Events("7", 0, 29), wmB))
 	flushStale(t, stale)
 	wantWatermark(t, writeFlush(t, owner, Events("7", 30, 39)), 39)
 	closeWriter(t, owner)
@@ -531,7 +532,7 @@ func caseCrashBetweenDataAndWatermark(t testing.TB, h Harness) {
 	replay := Events("8", 10, 29)
 	for len(replay) > 0 {
 		n := min(6, len(replay))
-		if batch := sinks.After(replay[:n], wm); len(batch) > 0 {
+		if batch := dedupe.After(replay[:n], wm); len(batch) > 0 {
 			wm = writeFlush(t, w, batch)
 		}
 		replay = replay[n:]

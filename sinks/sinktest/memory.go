@@ -3,6 +3,7 @@ package sinktest
 import (
 	"context"
 	"fmt"
+	"github.com/ehsink/ehsink/dedupe"
 	"slices"
 	"sync"
 
@@ -162,7 +163,7 @@ func (m *Memory) watermark(partition string) *sinks.Position {
 		return out
 	}
 	if pos, ok := m.marks[partition]; ok {
-		out = sinks.Later(out, &pos)
+		out = dedupe.Later(out, &pos)
 	}
 	return out
 }
@@ -256,20 +257,20 @@ func (w *memoryWriter) Flush(context.Context) (*sinks.Position, error) {
 		fence = m.watermark(w.partition)
 	}
 	for _, ev := range w.pending {
-		if sinks.Covers(fence, ev.SequenceNumber) {
+		if dedupe.Covers(fence, ev.SequenceNumber) {
 			continue // fenced: another writer committed it already
 		}
 		m.committed[w.partition] = append(m.committed[w.partition], ev)
 	}
 	for _, dl := range w.letters {
-		if sinks.Covers(fence, dl.Event.SequenceNumber) {
+		if dedupe.Covers(fence, dl.Event.SequenceNumber) {
 			continue
 		}
 		m.dead[w.partition] = append(m.dead[w.partition], dl)
 	}
 	last := w.last
 	if mark, ok := m.marks[w.partition]; ok {
-		last = sinks.Later(&mark, last)
+		last = dedupe.Later(&mark, last)
 	}
 	if last != nil {
 		m.marks[w.partition] = *last

@@ -1,8 +1,9 @@
-package sinks_test
+package dedupe_test
 
 import (
 	"testing"
 
+	"github.com/ehsink/ehsink/dedupe"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -31,7 +32,7 @@ func TestAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := seqs(sinks.After(batch, tt.w))
+			got := seqs(dedupe.After(batch, tt.w))
 			if len(got) != len(tt.want) {
 				t.Fatalf("After = %v, want %v", got, tt.want)
 			}
@@ -42,7 +43,7 @@ func TestAfter(t *testing.T) {
 			}
 		})
 	}
-	if got := sinks.After(nil, &sinks.Position{}); len(got) != 0 {
+	if got := dedupe.After(nil, &sinks.Position{}); len(got) != 0 {
 		t.Fatalf("After(nil) = %v", got)
 	}
 }
