@@ -208,7 +208,8 @@ func TestControlNeedsTheToken(t *testing.T) {
 			}
 			code, body = a.do(t, post(pausePath, map[string]string{"Authorization": "Bearer " + token}))
 			expect(t, "right token", code, body, http.StatusOK, `"name": "`+controlName+`"`)
-			code, body = a.do(t, post("/v1/connectors/"+controlName+"/resume", map[string]string{"Authorization": "Bearer " + token}))
+			// The scheme is case-insensitive.
+			code, body = a.do(t, post("/v1/connectors/"+controlName+"/resume", map[string]string{"Authorization": "bearer " + token}))
 			expect(t, "resume with the right token", code, body, http.StatusOK)
 			openRoutesServed(t, a)
 			if strings.Contains(a.logs.String(), token) {

@@ -286,7 +286,9 @@ func (s *Server) control(do func(*connector.Control, string) error) http.Handler
 // must be loopback and r's Host a loopback name.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if s.opts.Token != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// The scheme is case-insensitive (RFC 9110, 11.1).
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok := strings.EqualFold(scheme, "Bearer")
 		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
 		if ok && subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1 {
 			return true
