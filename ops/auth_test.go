@@ -20,6 +20,7 @@ import (
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/ops"
 	"github.com/ehsink/ehsink/secret"
+	_ "github.com/ehsink/ehsink/sinks/postgres"
 	_ "github.com/ehsink/ehsink/sinks/stdout"
 )
 
@@ -30,6 +31,12 @@ const controlName = "steered"
 // so nothing is printed) and returns its Control once the connector is
 // registered there, so that pause, resume and restart reach it.
 func runControl(t *testing.T, ctx context.Context) *connector.Control {
+	t.Helper()
+	return runConnector(t, ctx, "{type: stdout}")
+}
+
+// runConnector is runControl with the connector's sink block.
+func runConnector(t *testing.T, ctx context.Context, sink string) *connector.Control {
 	t.Helper()
 	emu, err := emulator.Start(ctx, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 1}}})
 	if err != nil {
@@ -44,7 +51,7 @@ connectors:
       connection: "`+emu.ConnectionString("orders")+`"
       load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 4s}
     checkpoint: {file: {dir: `+filepath.Join(work, "checkpoints")+`}}
-    sink: {type: stdout}
+    sink: `+sink+`
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -370,5 +377,37 @@ func TestAuditLine(t *testing.T) {
 	}
 	if strings.Contains(a.logs.String(), token) {
 		t.Errorf("the token is in the logs:\n%s", a.logs.String())
+	}
+}
+
+// TestReadyzSinkDownAtStart: with only the sink down at start, /readyz
+// names the sink, and says the source was not tried (the source is dialled
+// once the sink answers) rather than "not reached".
+func TestReadyzSinkDownAtStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now: the sink is down
+	control := runConnector(t, ctx, `{type: postgres, dsn: "postgres://u:p@`+dead+`/db?connect_timeout=1", table: t, columns: {id: {from: $.id, type: text}}}`)
+	a := serve(t, control, "127.0.0.1:0", "")
+	var body string
+	eventually(t, ctx, "/readyz naming the sink", func() bool {
+		var code int
+		code, body = a.do(t, request{method: "GET", path: "/readyz"})
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "sink not reached")
+	})
+	var rd struct {
+		NotReady []struct{ Connector, Reason string } `json:"not_ready"`
+	}
+	if err := json.Unmarshal([]byte(body), &rd); err != nil || len(rd.NotReady) != 1 {
+		t.Fatalf("/readyz body %s: %v", body, err)
+	}
+	reason := rd.NotReady[0].Reason
+	if strings.Contains(reason, "source not reached") || !strings.Contains(reason, "source not tried yet") {
+		t.Errorf("/readyz reason %q: the source was never tried; want it said so, and the sink named", reason)
 	}
 }
