@@ -26,7 +26,9 @@ WORKDIR /var/lib/ehsink
 # distroless's "nonroot" user, by number so that Kubernetes' runAsNonRoot
 # can verify it without reading /etc/passwd.
 USER 65532:65532
-# 9464: the operations HTTP listener (metrics, health, status API).
+# 9464: the operations HTTP listener (metrics, health, status API). On
+# 0.0.0.0, pause, resume and restart need http.token or http.token_file in
+# the config; without one they answer 403.
 EXPOSE 9464
 ENTRYPOINT ["/usr/local/bin/ehsink"]
 CMD ["run", "-c", "/etc/ehsink/connectors.yaml", "--http", "0.0.0.0:9464"]

@@ -23,7 +23,11 @@ func opsServer(addr string, spec *connector.HTTPSpec, control *connector.Control
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics: %w", err)
 	}
-	srv, err := ops.Serve(addr, ops.Options{Control: control, Gatherer: reg, Pprof: spec != nil && spec.Pprof, Logger: log})
+	token, err := spec.OpsToken()
+	if err != nil {
+		return nil, nil, fmt.Errorf("http: %w", err)
+	}
+	srv, err := ops.Serve(addr, ops.Options{Control: control, Gatherer: reg, Pprof: spec != nil && spec.Pprof, Token: token, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -31,8 +31,10 @@ logs the Azure SDK, with keys and signatures redacted.
 --http ADDR (or http.listen in the file) serves the operations API:
 /metrics (Prometheus: events committed, lag per partition, connector
 state, circuit breaker state, partition heals, ...), /healthz, /readyz, /v1/connectors (status, pause, resume,
-restart) and, with http.pprof: true, /debug/pprof/. It has no
-authentication: keep it on loopback (127.0.0.1:9464) or a private network.
+restart) and, with http.pprof: true, /debug/pprof/. Pause, resume and
+restart need the bearer token of http.token or http.token_file; with
+neither set they are served only on a loopback listener and refused with
+403 elsewhere. Probes, /metrics and status need no token.
 --metrics ADDR is the same flag under its former name.
 
 Connectors are isolated: one that fails for good (its config, credentials,

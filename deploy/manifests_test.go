@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,8 +29,9 @@ import (
 type manifests struct {
 	deployment appsv1.Deployment
 	configMap  corev1.ConfigMap
-	secret     corev1.Secret
+	secrets    []corev1.Secret // every Secret, the examples included
 	service    corev1.Service
+	netpol     networkingv1.NetworkPolicy
 	pdb        policyv1.PodDisruptionBudget
 	scaled     scaledObject
 	auth       triggerAuthentication
@@ -45,9 +47,9 @@ func loadManifests(t *testing.T) *manifests {
 	targets := map[string]any{
 		"apps/v1 Deployment":                            &m.deployment,
 		"v1 ConfigMap":                                  &m.configMap,
-		"v1 Secret":                                     &m.secret,
 		"v1 Service":                                    &m.service,
 		"policy/v1 PodDisruptionBudget":                 &m.pdb,
+		"networking.k8s.io/v1 NetworkPolicy":            &m.netpol,
 		"keda.sh/v1alpha1 ScaledObject":                 &m.scaled,
 		"keda.sh/v1alpha1 TriggerAuthentication":        &m.auth,
 		"kustomize.config.k8s.io/v1beta1 Kustomization": &m.kust,
@@ -72,6 +74,16 @@ func loadManifests(t *testing.T) *manifests {
 				t.Fatalf("%s document %d: %v", p, i, err)
 			}
 			key := tm.APIVersion + " " + tm.Kind
+			if key == "v1 Secret" {
+				// Secrets are several: the connection strings and the
+				// operations token, each for its own readers.
+				var sec corev1.Secret
+				if err := yaml.UnmarshalStrict([]byte(doc), &sec); err != nil {
+					t.Fatalf("%s document %d (%s): %v", p, i, key, err)
+				}
+				m.secrets = append(m.secrets, sec)
+				continue
+			}
 			target, ok := targets[key]
 			if !ok {
 				t.Fatalf("%s document %d: %s: not a kind this test knows; add it to loadManifests", p, i, key)
@@ -90,7 +102,33 @@ func loadManifests(t *testing.T) *manifests {
 			t.Fatalf("deploy/kubernetes has no %s", key)
 		}
 	}
+	if len(m.secrets) == 0 {
+		t.Fatal("deploy/kubernetes has no v1 Secret")
+	}
 	return m
+}
+
+// secretValue returns the value of key in the Secret named name.
+func (m *manifests) secretValue(name, key string) (string, bool) {
+	for _, s := range m.secrets {
+		if s.Name == name {
+			v, ok := s.StringData[key]
+			return v, ok
+		}
+	}
+	return "", false
+}
+
+// secretKeys lists every Secret's keys as NAME/KEY, for messages.
+func (m *manifests) secretKeys() []string {
+	var out []string
+	for _, s := range m.secrets {
+		for k := range s.StringData {
+			out = append(out, s.Name+"/"+k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // opsConfig is the part of the ConfigMap's connectors.yaml the manifests
@@ -98,7 +136,9 @@ func loadManifests(t *testing.T) *manifests {
 type opsConfig struct {
 	DrainTimeout string `json:"drain_timeout"`
 	HTTP         struct {
-		Listen string `json:"listen"`
+		Listen    string `json:"listen"`
+		Token     string `json:"token"`
+		TokenFile string `json:"token_file"`
 	} `json:"http"`
 	Connectors []struct {
 		Name   string `json:"name"`
@@ -324,9 +364,9 @@ func (m *manifests) envFromSecret(t *testing.T) map[string]string {
 			env[e.Name] = e.Value
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
-			v, ok := m.secret.StringData[ref.Key]
-			if ref.Name != m.secret.Name || !ok {
-				t.Errorf("env %s: secret %s key %s is not in the Secret %s (keys %v)", e.Name, ref.Name, ref.Key, m.secret.Name, slices.Sorted(mapKeys(m.secret.StringData)))
+			v, ok := m.secretValue(ref.Name, ref.Key)
+			if !ok {
+				t.Errorf("env %s: secret %s key %s is not in the Secrets (%v)", e.Name, ref.Name, ref.Key, m.secretKeys())
 			}
 			env[e.Name] = v
 		case e.ValueFrom.ResourceFieldRef != nil:
@@ -492,8 +532,8 @@ func TestScaledObject(t *testing.T) {
 	params := map[string]bool{}
 	for _, s := range m.auth.Spec.SecretTargetRef {
 		params[s.Parameter] = true
-		if _, ok := m.secret.StringData[s.Key]; s.Name != m.secret.Name || !ok {
-			t.Errorf("TriggerAuthentication %s: %s from secret %s key %s, which the Secret %s lacks", m.auth.Name, s.Parameter, s.Name, s.Key, m.secret.Name)
+		if _, ok := m.secretValue(s.Name, s.Key); !ok {
+			t.Errorf("TriggerAuthentication %s: %s from secret %s key %s, which the Secrets lack (%v)", m.auth.Name, s.Parameter, s.Name, s.Key, m.secretKeys())
 		}
 	}
 	if !params["connection"] || !params["storageConnection"] {

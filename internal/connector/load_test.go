@@ -425,3 +425,56 @@ func TestPrintRedactsAndRoundTrips(t *testing.T) {
 		t.Errorf("sink config after round trip: %+v", got)
 	}
 }
+
+// TestLoadOpsToken: the operations token comes from the environment
+// (http.token: ${VAR}, or EHSINK_HTTP__TOKEN) or from a file
+// (http.token_file); both at once, a missing file or an empty one are
+// refused at load, as `run` would refuse them; Print never shows it.
+func TestLoadOpsToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("  file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, http string
+		env        map[string]string
+		want       string // the token, or the problem when it starts with "!"
+	}{
+		{"none", `http: {listen: "0.0.0.0:9464"}`, nil, ""},
+		{"from a variable", `http: {token: "${OPS_TOKEN}"}`, map[string]string{"OPS_TOKEN": "env-token"}, "env-token"},
+		{"from an override", `http: {listen: "0.0.0.0:9464"}`, map[string]string{"EHSINK_HTTP__TOKEN": "override-token"}, "override-token"},
+		{"from a file", `http: {token_file: "` + file + `"}`, nil, "file-token"},
+		{"both", `http: {token: abc, token_file: "` + file + `"}`, nil, "!http.token_file: token and token_file are both set"},
+		{"missing file", `http: {token_file: "` + filepath.Join(dir, "nope") + `"}`, nil, "!http.token_file: read token_file"},
+		{"empty file", `http: {token_file: "` + empty + `"}`, nil, "!http.token_file: token_file " + empty + " is empty"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadYAML(t, tt.http+"\n"+minimal, testEnv(tt.env))
+			if strings.HasPrefix(tt.want, "!") {
+				if err == nil || !strings.Contains(err.Error(), tt.want[1:]) {
+					t.Fatalf("Load: %v, want %q", err, tt.want[1:])
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.HTTP.OpsToken()
+			if err != nil || got.Reveal() != tt.want {
+				t.Fatalf("OpsToken() = %q, %v; want %q", got.Reveal(), err, tt.want)
+			}
+			var buf bytes.Buffer
+			if err := c.Print(&buf); err != nil {
+				t.Fatal(err)
+			}
+			if tt.want != "" && strings.Contains(buf.String(), tt.want) {
+				t.Errorf("Print shows the token:\n%s", buf.String())
+			}
+		})
+	}
+}

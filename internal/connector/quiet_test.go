@@ -280,3 +280,21 @@ func TestRunnerCheckpointHeartbeats(t *testing.T) {
 		t.Fatal("no heartbeat during a checkpoint call that waited 30s")
 	}
 }
+
+// TestRunnerStatusShowsStoredCheckpoint: a partition's status shows the
+// checkpoint found at the claim, written by an earlier process, before
+// this run writes one (here it writes none: the stored one covers the
+// sink).
+func TestRunnerStatusShowsStoredCheckpoint(t *testing.T) {
+	sink := sinktest.NewMemory()
+	commitTo(t, sink, "0", 49)
+	p := &quietPartition{id: "0", stored: 49, known: true}
+	r, _ := NewRunner(RunnerOptions{Sink: sink})
+	runQuiet(t, r, storedPartition{p}, "the status showing checkpoint 49", func() bool {
+		snap := r.snapshot()
+		return len(snap) == 1 && snap[0].checkpoint != nil && *snap[0].checkpoint == 49
+	})
+	if attempts, w := p.checkpoints(); attempts != 0 {
+		t.Errorf("%d checkpoint attempts writing %v, want none: the stored checkpoint covers the sink", attempts, w)
+	}
+}

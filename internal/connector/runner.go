@@ -237,6 +237,14 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 	}
 	pr := &partitionRun{r: r, p: w, src: src, beat: heartbeat(src), log: log, watermark: wm, lastCkptAt: r.opts.now(),
 		met: r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
+	if sc, ok := src.(storedCheckpointer); ok {
+		// The checkpoint found at the claim, whoever wrote it (an earlier
+		// process, another replica): the status shows it until this run
+		// writes its own.
+		if seq, known := sc.StoredCheckpoint(); known && seq >= 0 {
+			pr.stat.checkpoint = &seq
+		}
+	}
 	defer pr.met.release()
 	r.mu.Lock()
 	r.active[src.ID()] = pr

@@ -1,6 +1,10 @@
 package connector
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/ehsink/ehsink/internal/secret"
@@ -24,15 +28,47 @@ type Config struct {
 
 // HTTPSpec configures the operations HTTP API.
 type HTTPSpec struct {
-	// Listen is the address to serve on. If empty, 127.0.0.1:9464
-	// (loopback: the API has no authentication).
+	// Listen is the address to serve on. If empty, 127.0.0.1:9464.
 	Listen string `yaml:"listen"`
+	// Token, when set, is the bearer token the routes that change
+	// something (pause, resume, restart) require, on any listener. Write
+	// it as a reference (`token: ${OPS_TOKEN}`) so that it comes from the
+	// environment, e.g. a Kubernetes Secret.
+	Token secret.String `yaml:"token"`
+	// TokenFile, instead of Token, names a file holding the token (read
+	// once at start, surrounding white space trimmed), e.g. a mounted
+	// Kubernetes Secret. With neither set, the changing routes are served
+	// only on a loopback listener and refused with 403 on any other.
+	TokenFile string `yaml:"token_file"`
 	// Pprof also serves Go's profiles under /debug/pprof/.
 	Pprof bool `yaml:"pprof"`
 	// LagInterval is how often the owned partitions' properties are read
 	// to refresh their lag (each batch received refreshes it too). If
 	// zero, 10s.
 	LagInterval time.Duration `yaml:"lag_interval"`
+}
+
+// OpsToken returns the bearer token of the operations API: Token, or the
+// content of TokenFile, or "" when neither is set. The file is read at each
+// call, so `ehsink validate` finds a missing or empty file as `run` would.
+func (h *HTTPSpec) OpsToken() (secret.String, error) {
+	switch {
+	case h == nil:
+		return "", nil
+	case h.Token != "" && h.TokenFile != "":
+		return "", errors.New("token and token_file are both set: set one")
+	case h.TokenFile != "":
+		b, err := os.ReadFile(h.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("read token_file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("token_file %s is empty", h.TokenFile)
+		}
+		return secret.String(tok), nil
+	}
+	return h.Token, nil
 }
 
 // EmulatorSpec configures the in-process emulator used for local runs and demos.

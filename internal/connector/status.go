@@ -112,10 +112,21 @@ func (s ConnectorStatus) NotReady() string {
 	default:
 		why = append(why, string(s.State))
 	}
-	if !s.Source.OK {
+	// A part never tried (the source waits for the sink at start) is not
+	// one that failed: saying "not reached" would send the reader to the
+	// wrong system.
+	switch {
+	case s.Source.OK:
+	case s.Source.At.IsZero():
+		why = append(why, "source not tried yet")
+	default:
 		why = append(why, "source not reached"+suffix(s.Source.Error))
 	}
-	if !s.Sink.OK {
+	switch {
+	case s.Sink.OK:
+	case s.Sink.At.IsZero():
+		why = append(why, "sink not tried yet")
+	default:
 		why = append(why, "sink not reached"+suffix(s.Sink.Error))
 	}
 	return strings.Join(why, "; ")

@@ -54,7 +54,8 @@ func deref(p *int64) any {
 }
 
 func TestNotReady(t *testing.T) {
-	ok := Reach{OK: true}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ok := Reach{OK: true, At: at}
 	for _, tc := range []struct {
 		name string
 		st   ConnectorStatus
@@ -62,8 +63,14 @@ func TestNotReady(t *testing.T) {
 	}{
 		{"running", ConnectorStatus{State: StateRunning, Source: ok, Sink: ok}, ""},
 		{"paused", ConnectorStatus{State: StatePaused, Source: ok, Sink: ok}, ""},
-		{"starting", ConnectorStatus{State: StateStarting, Source: ok}, "starting; sink not reached"},
-		{"sink down", ConnectorStatus{State: StateRunning, Source: ok, Sink: Reach{Error: "dial tcp: connection refused"}}, "sink not reached: dial tcp: connection refused"},
+		{"starting", ConnectorStatus{State: StateStarting, Source: ok}, "starting; sink not tried yet"},
+		{"sink down", ConnectorStatus{State: StateRunning, Source: ok, Sink: Reach{Error: "dial tcp: connection refused", At: at}}, "sink not reached: dial tcp: connection refused"},
+		// The source is dialled only once the sink answered: with the sink
+		// down at start, only the sink failed.
+		{"sink down at start", ConnectorStatus{State: StateSinkUnavailable, Sink: Reach{Error: "dial tcp: connection refused", At: at}},
+			"sink_unavailable; source not tried yet; sink not reached: dial tcp: connection refused"},
+		{"source down", ConnectorStatus{State: StateStarting, Source: Reach{Error: "amqp: link detached", At: at}, Sink: ok},
+			"starting; source not reached: amqp: link detached"},
 		{"failed", ConnectorStatus{State: StateFailed, Source: ok, Sink: ok, LastError: &TimedError{Message: "boom"}}, "failed: boom"},
 	} {
 		if got := tc.st.NotReady(); got != tc.want {

@@ -53,6 +53,13 @@ func (c *Config) validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 			p.add("http.listen", "want HOST:PORT (e.g. 127.0.0.1:9464, or 0.0.0.0:9464 to be reached from outside): %v", err)
 		}
+		if _, err := c.HTTP.OpsToken(); err != nil {
+			key := "http.token_file"
+			if c.HTTP.TokenFile == "" {
+				key = "http.token"
+			}
+			p.add(key, "%v", err)
+		}
 		if c.HTTP.LagInterval < 0 {
 			p.add("http.lag_interval", "must be positive, got %s", c.HTTP.LagInterval)
 		}
