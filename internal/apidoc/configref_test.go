@@ -126,7 +126,10 @@ func sectionOf(table, k string, perConnector []string) string {
 	return fileSection
 }
 
-var backticked = regexp.MustCompile("`([^`]+)`")
+var (
+	backticked = regexp.MustCompile("`([^`]+)`")
+	listIndex  = regexp.MustCompile(`\[\d+\]`)
+)
 
 // referenceTables returns the key paths of each reference table, by the
 // table's first header cell ("key", "postgres key").
@@ -177,4 +180,71 @@ func TestReferenceTablesParse(t *testing.T) {
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+}
+
+// TestReferenceKeysDecode: config.KeyPaths and config.Decode agree on the
+// spec. A file that sets every key path (with no value, which keeps the
+// default) decodes without a problem, into connector.Config and into each
+// built-in sink's Config, so the keys the reference test asks for are
+// exactly the keys the loader reads.
+func TestReferenceKeysDecode(t *testing.T) {
+	check := func(name string, dst any) {
+		t.Helper()
+		keys := config.KeyPaths(reflect.TypeOf(dst))
+		if len(keys) == 0 {
+			t.Fatalf("%s: no key paths", name)
+		}
+		tree := map[string]any{}
+		for _, k := range keys {
+			setPath(tree, k)
+		}
+		// A value of a known key may be refused (an empty column mapping);
+		// a problem at a path that is not a key path is a key the decoder
+		// does not know.
+		for _, e := range config.Errors(config.Decode(tree, dst)) {
+			if p := listIndex.ReplaceAllString(e.Path, "[]"); !slices.Contains(keys, p) {
+				t.Errorf("%s: key path %s does not decode: %v", name, p, e)
+			}
+		}
+	}
+	check("connector.Config", &connector.Config{})
+	for _, name := range (*sinks.Registry)(nil).Names() {
+		d, err := (*sinks.Registry)(nil).Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("sink "+name, d.NewConfig())
+	}
+}
+
+// setPath adds key path p (`a.b[].c`) to tree, with no value at its end;
+// a list holds one map.
+func setPath(tree map[string]any, p string) {
+	head, rest, more := strings.Cut(p, ".")
+	list := strings.HasSuffix(head, "[]")
+	head = strings.TrimSuffix(head, "[]")
+	if !more {
+		if list {
+			tree[head] = []any{map[string]any{}}
+		} else if _, ok := tree[head]; !ok {
+			tree[head] = nil
+		}
+		return
+	}
+	var sub map[string]any
+	if list {
+		l, _ := tree[head].([]any)
+		if len(l) == 0 {
+			l = []any{map[string]any{}}
+			tree[head] = l
+		}
+		sub = l[0].(map[string]any)
+	} else {
+		sub, _ = tree[head].(map[string]any)
+		if sub == nil {
+			sub = map[string]any{}
+			tree[head] = sub
+		}
+	}
+	setPath(sub, rest)
 }
