@@ -12,6 +12,7 @@ import (
 
 	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/conntest"
 	"github.com/ehsink/ehsink/sinks"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
@@ -27,18 +28,21 @@ const configDoc = "../../docs/configuration.md"
 // cell of each row holds key paths in backticks: file keys from the top of
 // connectors.yaml (`http.listen`), connector keys from a connector of its
 // `connectors:` list (`source.batch.max_events`), sink keys with their
-// `sink.` (`sink.routes[].when`).
+// `sink.` (`sink.routes[].when`). One whose first cell is "test file key"
+// lists the keys of a test file of `ehsink test` (`tests[].expect[].row`).
 const (
 	fileSection      = `"### The file" (under "## Configuration reference")`
 	connectorSection = `"### A connector" (under "## Configuration reference")`
 	sinkSection      = `"### Sinks" (under "## Configuration reference")`
+	testFileSection  = `"### Testing a config"`
+	testFileTable    = "test file key"
 )
 
 // TestConfigurationReference keeps docs/configuration.md and the spec in
 // step: every key that connectors.yaml accepts (the key paths of
 // connector.Config and of each built-in sink's Config, as config.Decode
-// reads them) has a row in the reference, and every row names a key that
-// exists.
+// reads them) and every key of a test file (conntest.File) has a row in
+// the reference, and every row names a key that exists.
 func TestConfigurationReference(t *testing.T) {
 	text, err := os.ReadFile(configDoc)
 	if err != nil {
@@ -49,7 +53,10 @@ func TestConfigurationReference(t *testing.T) {
 		t.Fatalf("docs/configuration.md has no table whose header starts with | key |")
 	}
 
-	spec := map[string][]string{"key": connectorKeys()}
+	spec := map[string][]string{
+		"key":         connectorKeys(),
+		testFileTable: config.KeyPaths(reflect.TypeFor[conntest.File]()),
+	}
 	for _, name := range (*sinks.Registry)(nil).Names() {
 		d, err := (*sinks.Registry)(nil).Lookup(name)
 		if err != nil {
@@ -61,7 +68,7 @@ func TestConfigurationReference(t *testing.T) {
 		}
 		spec[name+" key"] = keys
 	}
-	if len(spec) < 4 {
+	if len(spec) < 5 {
 		t.Fatalf("sinks registered: %v; want the three built-in ones", (*sinks.Registry)(nil).Names())
 	}
 
@@ -118,6 +125,8 @@ func withParents(keys []string) []string {
 // sectionOf names the section whose table documents key k of table.
 func sectionOf(table, k string, perConnector []string) string {
 	switch {
+	case table == testFileTable:
+		return testFileSection
 	case table != "key":
 		return sinkSection
 	case slices.Contains(perConnector, k):
@@ -208,6 +217,7 @@ func TestReferenceKeysDecode(t *testing.T) {
 		}
 	}
 	check("connector.Config", &connector.Config{})
+	check("conntest.File", &conntest.File{})
 	for _, name := range (*sinks.Registry)(nil).Names() {
 		d, err := (*sinks.Registry)(nil).Lookup(name)
 		if err != nil {

@@ -10,9 +10,11 @@ import (
 // fields by their lower-cased name). A path ends where Decode stops looking
 // at keys: at a scalar, a duration, a map, a list of scalars, or a type that
 // decodes itself ([Unmarshaler], [encoding.TextUnmarshaler]); a list of
-// structs continues with "[]" (`routes[].when`). A struct reached through a
-// pointer is listed as well as its keys (`emulator.demo`, which turns the
-// section on by itself); so is a struct without keys. The documentation test
+// structs continues with "[]" (`routes[].when`), and ends at a list of the
+// struct it is in (`elements`, a list of the expectations that hold it). A
+// struct reached through a pointer is listed as well as its keys
+// (`emulator.demo`, which turns the section on by itself); so is a struct
+// without keys. The documentation test
 // of docs/configuration.md walks the spec with it.
 func KeyPaths(t reflect.Type) []string {
 	var out []string
@@ -40,7 +42,7 @@ func keyPaths(path string, t reflect.Type, visiting map[reflect.Type]bool, out *
 		if e.Kind() == reflect.Pointer {
 			e = e.Elem()
 		}
-		if e.Kind() != reflect.Struct || isLeaf(e) {
+		if e.Kind() != reflect.Struct || isLeaf(e) || visiting[e] {
 			*out = append(*out, path)
 			return
 		}

@@ -19,8 +19,9 @@ type keysShared struct {
 }
 
 type keysRoute struct {
-	When  string   `yaml:"when"`
-	Names []string `yaml:"names"`
+	When  string      `yaml:"when"`
+	Names []string    `yaml:"names"`
+	Sub   []keysRoute `yaml:"sub"`
 }
 
 type keysRoot struct {
@@ -41,7 +42,7 @@ func TestKeyPaths(t *testing.T) {
 	got := config.KeyPaths(reflect.TypeFor[keysRoot]())
 	want := []string{
 		"any", "empty", "hubs", "inner.size", "inner.wait", "labels", "name",
-		"routes[].names", "routes[].when",
+		"routes[].names", "routes[].sub", "routes[].when",
 		"section", "section.size", "section.wait", "shared",
 	}
 	if !slices.Equal(got, want) {
