@@ -58,7 +58,8 @@ func TestInternalsPackageMap(t *testing.T) {
 	}
 }
 
-// TestInternalsTopLevel: every top-level directory (hidden ones aside) has
+// TestInternalsTopLevel: every top-level directory (hidden ones and those
+// the root .gitignore names aside) has
 // a row under "## Top-level directories" in docs/internals.md saying why it
 // is there, every row names one that exists, and there are at most
 // maxTopLevel of them.
@@ -67,10 +68,22 @@ func TestInternalsTopLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Build output and local state (/bin/, /node_modules/) are ignored by
+	// the root .gitignore and are not part of the tree.
+	gitignore, err := os.ReadFile("../../.gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := map[string]bool{}
+	for line := range strings.SplitSeq(string(gitignore), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "/") && strings.HasSuffix(line, "/") {
+			ignored[strings.TrimPrefix(line, "/")] = true
+		}
+	}
 	dirs := map[string]bool{}
 	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			dirs[e.Name()+"/"] = true
+		if name := e.Name() + "/"; e.IsDir() && !strings.HasPrefix(name, ".") && !ignored[name] {
+			dirs[name] = true
 		}
 	}
 	text, err := os.ReadFile(internalsDoc)
