@@ -9,5 +9,7 @@
 //     config.KeyPaths) and no row for a key the spec does not have;
 //   - the package map of docs/internals.md names every package of
 //     `go list ./...` outside test/, and only those, and its list of
-//     top-level directories matches the tree (at most 12).
+//     top-level directories matches the tree (at most 12);
+//   - the README is at most 300 lines, and the relative links and anchors of
+//     the README and docs/ resolve.
 package apidoc
