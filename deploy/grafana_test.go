@@ -11,7 +11,7 @@ import (
 
 // TestGrafanaDashboard checks deploy/grafana/ehsink-dashboard.json: it is
 // a dashboard with panels, and every ehsink metric its queries use is one
-// the README's metrics table describes (and so one ehsink serves: a test
+// the metrics table of docs/operations.md describes (and so one ehsink serves: a test
 // of the ops package keeps that table in step with the server).
 func TestGrafanaDashboard(t *testing.T) {
 	b, err := os.ReadFile("grafana/ehsink-dashboard.json")
@@ -34,7 +34,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	if dash.Title == "" || dash.UID == "" || len(dash.Panels) == 0 {
 		t.Fatalf("dashboard without a title, uid or panels")
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		documented[m[1]] = true
 	}
 	if len(documented) == 0 {
-		t.Fatal("README.md has no metrics table")
+		t.Fatal("docs/operations.md has no metrics table")
 	}
 	metric := regexp.MustCompile(`ehsink_[a-z_]+`)
 	for _, p := range dash.Panels {
@@ -54,7 +54,7 @@ func TestGrafanaDashboard(t *testing.T) {
 			for _, name := range metric.FindAllString(tg.Expr, -1) {
 				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
 				if !documented[base] {
-					t.Errorf("panel %q queries %s, which the README's metrics table does not describe", p.Title, name)
+					t.Errorf("panel %q queries %s, which the metrics table of docs/operations.md does not describe", p.Title, name)
 				}
 			}
 		}

@@ -20,7 +20,7 @@
 //     the AMQPS listener, fault injection and the loopback admin HTTP server.
 //
 // Hub state (partitions, sequence numbers, epochs, persistence) lives in
-// emulator/hub; this package maps it onto the wire.
+// emulator/internal/hub; this package maps it onto the wire.
 //
 // Start an emulator in a test:
 //

@@ -2,7 +2,7 @@
 // Prometheus metrics, liveness and readiness probes, the status of each
 // connector, pause, resume and restart, and optionally Go's profiler.
 //
-// [Routes] lists the routes; the README documents each and a test keeps
+// [Routes] lists the routes; docs/operations.md documents each and a test keeps
 // the two in step.
 //
 // The routes that change something (every POST: pause, resume, restart)

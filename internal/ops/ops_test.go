@@ -352,20 +352,21 @@ func TestReadyzFollowsPostgres(t *testing.T) {
 	}
 }
 
-// TestRoutesDocumented: every route the server serves is in the README's
-// "Operating ehsink" section, every route documented there is served, and
-// every ehsink_ metric the server exports is described there.
+// TestRoutesDocumented: every route the server serves is in the
+// "Operating ehsink" section of docs/operations.md, every route documented
+// there is served, and every ehsink_ metric the server exports is described
+// there.
 func TestRoutesDocumented(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(readme)
 	start := strings.Index(text, "## Operating ehsink")
 	if start < 0 {
-		t.Fatal(`README.md has no "## Operating ehsink" section`)
+		t.Fatal(`docs/operations.md has no "## Operating ehsink" section`)
 	}
 	section := text[start:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
@@ -383,7 +384,7 @@ func TestRoutesDocumented(t *testing.T) {
 	for _, rt := range ops.Routes(true) {
 		key := rt.Method + " " + rt.Path
 		if !documented[key] {
-			t.Errorf("route %s is served but not in the README's route table", key)
+			t.Errorf("route %s is served but not in the route table of docs/operations.md", key)
 		}
 		delete(documented, key)
 		path := strings.ReplaceAll(rt.Path, "{name}", "no-such-connector")
@@ -400,7 +401,7 @@ func TestRoutesDocumented(t *testing.T) {
 	}
 	for key := range documented {
 		if strings.HasPrefix(key, "GET /") || strings.HasPrefix(key, "POST /") {
-			t.Errorf("the README documents %s, which the server does not serve", key)
+			t.Errorf("docs/operations.md documents %s, which the server does not serve", key)
 		}
 	}
 
@@ -415,7 +416,7 @@ func TestRoutesDocumented(t *testing.T) {
 		if name := f.GetName(); strings.HasPrefix(name, "ehsink_") {
 			names = append(names, name)
 			if !strings.Contains(section, "`"+name+"`") {
-				t.Errorf("metric %s is served but not described in the README's Operating section", name)
+				t.Errorf("metric %s is served but not described in the Operating section of docs/operations.md", name)
 			}
 		}
 	}

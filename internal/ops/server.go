@@ -33,7 +33,7 @@ type Route struct {
 	Summary string // one line for the API listing
 }
 
-// Routes returns every route the server can serve, in the order the README
+// Routes returns every route the server can serve, in the order docs/operations.md
 // lists them. pprof adds /debug/pprof/.
 func Routes(pprof bool) []Route {
 	rs := []Route{

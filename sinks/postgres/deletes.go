@@ -36,7 +36,7 @@ import (
 // Cost: a tombstone row per deleted key (the key, 40 bytes and an index
 // entry), one probe of the tombstones' primary key per upserted row (about
 // 1.6 µs of server time, whatever their number), and a statement per flush
-// that has deletes (BenchmarkDeletes and the README have the figures). Tombstones are kept for
+// that has deletes (BenchmarkDeletes and docs/configuration.md have the figures). Tombstones are kept for
 // tombstone_retention (168h by default, the longest retention of the
 // Standard tier): an older event of the key can only be replayed while
 // the event hub still holds it, so a retention at least the hub's keeps

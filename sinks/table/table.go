@@ -42,10 +42,11 @@ type Shape struct {
 	Routes []Route
 	// Routed says the sink has a `routes:` list (Routes came from it).
 	Routed bool
-	// Format and Delete decide which events delete their key or are
-	// skipped (the postgres sink's `format: debezium` and `delete:`).
-	// Zero: every event is a row.
+	// Format says how bodies are read: plain JSON, or Debezium change
+	// events (whose deletes and tombstones write no row). Zero: plain.
 	Format cdc.Format
+	// Delete, if set, makes the events its condition matches deletes of
+	// their key (the postgres sink's `delete:` block).
 	Delete *cdc.Delete
 }
 
@@ -60,10 +61,11 @@ type Route struct {
 	Dest string
 	// DestIsTable says Dest is a table name (rendered in reports).
 	DestIsTable bool
-	// Columns, Key and Explode are the route's mapping. The columns Key
-	// names are never null.
+	// Columns maps event values to the route's columns.
 	Columns Columns
-	Key     []string
+	// Key lists the route's key columns (upserts); they are never null.
+	Key []string
+	// Explode, if set, makes one row per element of that array.
 	Explode Path
 	// Render returns where ev goes on this route, rendered and checked as
 	// the sink does it while running; an error makes ev a dead letter

@@ -10,7 +10,7 @@
 //
 // `make chaos-short` (EHSINK_CHAOS=short) runs the short matrix, `make
 // chaos` the full one, and `make test` the short one for one strategy
-// (make chaos-ci). Without EHSINK_CHAOS, `go test ./e2e/chaos` skips it,
+// (make chaos-ci). Without EHSINK_CHAOS, `go test ./test/chaos` skips it,
 // except with CI=true, where it runs the short matrix.
 // Knobs (environment): EHSINK_CHAOS=short|full, EHSINK_CHAOS_EVENTS,
 // EHSINK_CHAOS_DURATION, EHSINK_CHAOS_BALANCING (comma-separated

@@ -407,7 +407,7 @@ const upsertBatch = 500
 // later event of the same key in the same partition may have superseded
 // within one upsert batch. An upsert collapses a key's versions in a batch
 // before the merge, so such a row never reaches the server and is neither
-// written nor dead-lettered (documented in the README); whether it was
+// written nor dead-lettered (documented in docs/configuration.md); whether it was
 // depends on batch boundaries the checks cannot see.
 func supersededInBatch(want map[pos]bool, byPos map[pos]*hubEvent) map[pos]bool {
 	type pk struct{ part, key string }
