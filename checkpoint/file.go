@@ -34,7 +34,7 @@ type FileStoreOptions struct {
 //
 // Names are used as given, like the SDK's blob store; wrap the store with
 // [Lowercase] for the layout the other Azure SDKs use. Each file holds one
-// JSON object (see [FileCheckpoint] and [FileOwnership]). Files are replaced
+// JSON object (see [fileCheckpoint] and [fileOwnership]). Files are replaced
 // atomically (temporary file, fsync, rename, fsync of the directory), so a
 // reader sees either the old or the new content and a crash loses at most
 // the write in progress. Names starting with "." in those directories are
@@ -56,17 +56,17 @@ type FileStore struct {
 	now func() time.Time // seam for tests; time.Now otherwise
 }
 
-// FileCheckpoint is the content of a checkpoint file. The keys are the blob
+// fileCheckpoint is the content of a checkpoint file. The keys are the blob
 // metadata keys of the SDK's blob store.
-type FileCheckpoint struct {
+type fileCheckpoint struct {
 	// SequenceNumber of the last event processed.
 	SequenceNumber int64 `json:"sequencenumber"`
 	// Offset of the last event processed.
 	Offset string `json:"offset"`
 }
 
-// FileOwnership is the content of an ownership file.
-type FileOwnership struct {
+// fileOwnership is the content of an ownership file.
+type fileOwnership struct {
 	// OwnerID is the processor owning the partition; empty when relinquished.
 	OwnerID string `json:"ownerid"`
 	// ETag changes on every successful claim.
@@ -144,7 +144,7 @@ func (s *FileStore) claim(po azeventhubs.Ownership) (azeventhubs.Ownership, bool
 	defer unlock()
 
 	path := filepath.Join(dir, po.PartitionID)
-	var cur FileOwnership
+	var cur fileOwnership
 	err = readJSON(path, &cur)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -156,7 +156,7 @@ func (s *FileStore) claim(po azeventhubs.Ownership) (azeventhubs.Ownership, bool
 	case po.ETag != nil && (!exists || cur.ETag != string(*po.ETag)): // changed since it was read
 		return po, false, nil
 	}
-	next := FileOwnership{
+	next := fileOwnership{
 		OwnerID:      po.OwnerID,
 		ETag:         rand.Text(),
 		LastModified: s.now().UTC(),
@@ -185,7 +185,7 @@ func (s *FileStore) ListOwnership(ctx context.Context, fullyQualifiedNamespace, 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		var fo FileOwnership
+		var fo fileOwnership
 		if err := readJSON(filepath.Join(dir, id), &fo); err != nil {
 			return nil, fmt.Errorf("checkpoint: ownership of partition %s: %w", id, err)
 		}
@@ -218,7 +218,7 @@ func (s *FileStore) ListCheckpoints(ctx context.Context, fullyQualifiedNamespace
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		var fc FileCheckpoint
+		var fc fileCheckpoint
 		if err := readJSON(filepath.Join(dir, id), &fc); err != nil {
 			return nil, fmt.Errorf("checkpoint: checkpoint of partition %s: %w", id, err)
 		}
@@ -263,21 +263,21 @@ func (s *FileStore) createCheckpoint(ctx context.Context, cp azeventhubs.Checkpo
 	return created, nil
 }
 
-func (s *FileStore) checkpointFile(ctx context.Context, cp azeventhubs.Checkpoint) (string, FileCheckpoint, error) {
+func (s *FileStore) checkpointFile(ctx context.Context, cp azeventhubs.Checkpoint) (string, fileCheckpoint, error) {
 	if err := ctx.Err(); err != nil {
-		return "", FileCheckpoint{}, err
+		return "", fileCheckpoint{}, err
 	}
 	if err := validCheckpoint(cp); err != nil {
-		return "", FileCheckpoint{}, err
+		return "", fileCheckpoint{}, err
 	}
 	dir, err := s.groupDir(cp.FullyQualifiedNamespace, cp.EventHubName, cp.ConsumerGroup, "checkpoint")
 	if err != nil {
-		return "", FileCheckpoint{}, err
+		return "", fileCheckpoint{}, err
 	}
 	if err := s.ensureDir(dir); err != nil {
-		return "", FileCheckpoint{}, fmt.Errorf("checkpoint: checkpoint of partition %s: %w", cp.PartitionID, err)
+		return "", fileCheckpoint{}, fmt.Errorf("checkpoint: checkpoint of partition %s: %w", cp.PartitionID, err)
 	}
-	return filepath.Join(dir, cp.PartitionID), FileCheckpoint{SequenceNumber: *cp.SequenceNumber, Offset: *cp.Offset}, nil
+	return filepath.Join(dir, cp.PartitionID), fileCheckpoint{SequenceNumber: *cp.SequenceNumber, Offset: *cp.Offset}, nil
 }
 
 // validCheckpoint rejects checkpoints the SDK's blob store could not list

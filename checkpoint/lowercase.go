@@ -36,7 +36,7 @@ type checkpointCreator interface {
 // the lowercase namespace, event hub and consumer group, as the .NET, Java,
 // JavaScript and Python SDKs and KEDA's scaler name their blobs (for
 // emulator endpoints, checkpoints are also copied where the JavaScript SDK
-// reads them; see [LowercaseStore.SetCheckpoint]). The Go SDK
+// reads them; see [lowercaseStore.SetCheckpoint]). The Go SDK
 // uses the names as given, so a consumer group configured as "$Default" by
 // one tool and read as "$default" by another would fork the state and replay
 // the hub.

@@ -53,8 +53,8 @@ const (
 	RightListen Rights = 1 << iota
 	RightSend
 	RightManage
-	// AllRights is Manage, Send and Listen.
-	AllRights = RightListen | RightSend | RightManage
+	// allRights is Manage, Send and Listen.
+	allRights = RightListen | RightSend | RightManage
 )
 
 var rightNames = []struct {
@@ -113,11 +113,11 @@ type Policy struct {
 func (c Config) policies() map[string]Policy {
 	out := map[string]Policy{}
 	for name, key := range c.Keys {
-		out[name] = Policy{Name: name, Key: key, Rights: AllRights}
+		out[name] = Policy{Name: name, Key: key, Rights: allRights}
 	}
 	for _, p := range c.Policies {
 		if p.Rights == 0 {
-			p.Rights = AllRights
+			p.Rights = allRights
 		}
 		out[p.Name] = p
 	}
@@ -141,7 +141,7 @@ func (c Config) validatePolicies() []error {
 			errs = append(errs, fmt.Errorf("policies[%d]: key name %q is declared twice", i, p.Name))
 		}
 		seen[p.Name] = true
-		if p.Rights&^AllRights != 0 {
+		if p.Rights&^allRights != 0 {
 			errs = append(errs, fmt.Errorf("policies[%d].rights: unknown bits %#x", i, uint8(p.Rights)))
 		}
 	}

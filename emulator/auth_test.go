@@ -188,7 +188,7 @@ func TestSDKTokenExpiryDetaches(t *testing.T) {
 }
 
 func TestParseRights(t *testing.T) {
-	for in, want := range map[string]Rights{"listen": RightListen, "Send, LISTEN": RightSend | RightListen, "manage,send,listen": AllRights} {
+	for in, want := range map[string]Rights{"listen": RightListen, "Send, LISTEN": RightSend | RightListen, "manage,send,listen": allRights} {
 		if got, err := ParseRights(in); err != nil || got != want {
 			t.Errorf("ParseRights(%q) = %v, %v; want %v", in, got, err, want)
 		}
@@ -220,7 +220,7 @@ func TestPolicyValidation(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if p := good.policies(); p["a"].Rights != AllRights || p["b"].Rights != RightListen || len(p) != 2 {
+	if p := good.policies(); p["a"].Rights != allRights || p["b"].Rights != RightListen || len(p) != 2 {
 		t.Fatalf("policies() = %+v", p)
 	}
 }

@@ -11,14 +11,14 @@ import (
 
 // Defaults applied to zero fields of Config.
 const (
-	// DefaultAddr is the default listen address: loopback, any free port.
-	DefaultAddr = "127.0.0.1:0"
+	// defaultAddr is the default listen address: loopback, any free port.
+	defaultAddr = "127.0.0.1:0"
 	// DefaultMaxMessageSize is the default max-message-size advertised to
 	// senders (the Standard tier's 1 MiB).
 	DefaultMaxMessageSize = 1 << 20
-	// DefaultHeartbeat is how often the server sends an empty frame on
+	// defaultHeartbeat is how often the server sends an empty frame on
 	// every connection; the SDK drops a connection after 60 s of silence.
-	DefaultHeartbeat = 15 * time.Second
+	defaultHeartbeat = 15 * time.Second
 )
 
 // HubConfig declares one event hub.
@@ -78,13 +78,13 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
-		c.Addr = DefaultAddr
+		c.Addr = defaultAddr
 	}
 	if c.MaxMessageSize <= 0 {
 		c.MaxMessageSize = DefaultMaxMessageSize
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = DefaultHeartbeat
+		c.Heartbeat = defaultHeartbeat
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

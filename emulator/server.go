@@ -196,7 +196,7 @@ func (s *Server) defaultKey() (name, key string) {
 	}
 	names := slices.Sorted(maps.Keys(s.policies))
 	for _, n := range names {
-		if p := s.policies[n]; p.EventHub == "" && p.Rights == AllRights {
+		if p := s.policies[n]; p.EventHub == "" && p.Rights == allRights {
 			return n, p.Key.Reveal()
 		}
 	}

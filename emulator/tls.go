@@ -31,9 +31,9 @@ import (
 	"time"
 )
 
-// DefaultTLSAddr is the default AMQPS listen address: loopback, any free
+// defaultTLSAddr is the default AMQPS listen address: loopback, any free
 // port. The service's own port is 5671.
-const DefaultTLSAddr = "127.0.0.1:0"
+const defaultTLSAddr = "127.0.0.1:0"
 
 // generatedCertLifetime is how long a generated certificate is valid; it
 // is regenerated at every start.
@@ -57,7 +57,7 @@ type TLSOptions struct {
 
 func (o *TLSOptions) withDefaults() {
 	if o.Addr == "" {
-		o.Addr = DefaultTLSAddr
+		o.Addr = defaultTLSAddr
 	}
 }
 

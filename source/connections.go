@@ -183,12 +183,12 @@ func (s *Source) processorStart(id string) azeventhubs.StartPosition {
 		return azeventhubs.StartPosition{SequenceNumber: cp.SequenceNumber}
 	}
 	if v, ok := s.opts.StartPartitions[id]; ok {
-		start, _ := ParseStart(v)
+		start, _ := parseStart(v)
 		return start
 	}
-	start, _ := ParseStart(s.opts.Start)
+	start, _ := parseStart(s.opts.Start)
 	return start
 }
 
-// MaxConnections is the largest Options.Connections.
-const MaxConnections = 64
+// maxConnections is the largest Options.Connections.
+const maxConnections = 64

@@ -27,3 +27,10 @@ func ReaderLoad(s *Source) []int {
 	defer s.readers.mu.Unlock()
 	return append([]int(nil), s.readers.load...)
 }
+
+// The heal reasons and the connection bound, for the external tests.
+const (
+	HealUnread     = healUnread
+	HealSilent     = healSilent
+	MaxConnections = maxConnections
+)

@@ -18,18 +18,18 @@ import (
 
 // Heal reasons, as passed to Options.OnHeal.
 const (
-	// HealUnread: a partition stayed owned with no handler for longer than
+	// healUnread: a partition stayed owned with no handler for longer than
 	// the ownership expiration, and the processor either finished a round
 	// of claims without handing it out or made no progress at all for that
 	// long; the processor is restarted.
-	HealUnread = "unread"
-	// HealSilent: a handler neither received nor sent a heartbeat for
+	healUnread = "unread"
+	// healSilent: a handler neither received nor sent a heartbeat for
 	// longer than the ownership expiration plus the batch wait; its context
 	// is cancelled, so that it drains and the partition is reopened.
-	HealSilent = "silent"
-	// HealProcessorFailed: the processor's load-balancing loop failed; the
+	healSilent = "silent"
+	// healProcessorFailed: the processor's load-balancing loop failed; the
 	// handlers drain and a new processor starts after a backoff.
-	HealProcessorFailed = "processor_failed"
+	healProcessorFailed = "processor_failed"
 )
 
 // noteClaims records the partitions this replica owns after a claim.
@@ -235,16 +235,16 @@ func (s *Source) watch(ctx context.Context, restart context.CancelCauseFunc) {
 		for _, p := range silent {
 			err := fmt.Errorf("event hub %q partition %s: the handler neither received nor reported progress for %s (bound: ownership_expiration %s + max_wait %s)",
 				s.hub, p.id, now.Sub(p.lastBeat()).Round(time.Second), s.opts.OwnershipExpiration, s.opts.MaxWait)
-			s.log.Error("partition stalled; reopening it", "partition", p.id, "reason", HealSilent, "cause", err)
-			s.healed(HealSilent)
+			s.log.Error("partition stalled; reopening it", "partition", p.id, "reason", healSilent, "cause", err)
+			s.healed(healSilent)
 			p.cancel(err)
 		}
 		if len(unread) > 0 {
 			slices.Sort(unread)
 			err := fmt.Errorf("%w: event hub %q partitions %v owned by this replica with no reader for more than ownership_expiration %s (a claim the processor registered but never handed out)",
 				errHealRestart, s.hub, unread, unreadAfter)
-			s.log.Error("partitions owned but not read; restarting the processor", "partitions", unread, "reason", HealUnread, "cause", err)
-			s.healed(HealUnread)
+			s.log.Error("partitions owned but not read; restarting the processor", "partitions", unread, "reason", healUnread, "cause", err)
+			s.healed(healUnread)
 			restart(err)
 			return
 		}

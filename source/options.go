@@ -21,16 +21,16 @@ import (
 
 // Defaults applied to zero fields of [Options].
 const (
-	DefaultMaxEvents           = 2000
+	defaultMaxEvents           = 2000
 	DefaultPrefetch            = 2000
-	DefaultMaxWait             = time.Second
-	DefaultUpdateInterval      = 10 * time.Second
+	defaultMaxWait             = time.Second
+	defaultUpdateInterval      = 10 * time.Second
 	DefaultOwnershipExpiration = time.Minute
 )
 
-// MaxPrefetch is the largest Prefetch the SDK accepts, and the largest
+// maxPrefetch is the largest Prefetch the SDK accepts, and the largest
 // MaxEvents when prefetch is disabled.
-const MaxPrefetch = 5000
+const maxPrefetch = 5000
 
 // Options configures a [Source]. Zero values take the documented defaults;
 // [Options.Validate] reports every problem at once.
@@ -100,7 +100,7 @@ type Options struct {
 	// receiver name on the service. If empty, a random ID.
 	InstanceID string
 	// OnHeal, when set, is called once for each heal of the watchdog, with
-	// the reason (HealUnread, HealSilent, HealProcessorFailed), for metrics.
+	// the reason (healUnread, healSilent, HealProcessorFailed), for metrics.
 	OnHeal func(reason string)
 	// Logger receives claims, losses and resume decisions. If nil, logs are discarded.
 	Logger *slog.Logger
@@ -129,13 +129,13 @@ func (o Options) WithDefaults() Options {
 		o.Start = "earliest"
 	}
 	if o.OnInvalidCheckpoint == "" {
-		o.OnInvalidCheckpoint = string(PolicyFail)
+		o.OnInvalidCheckpoint = string(policyFail)
 	}
 	if o.MaxEvents == 0 {
-		o.MaxEvents = DefaultMaxEvents
+		o.MaxEvents = defaultMaxEvents
 	}
 	if o.MaxWait == 0 {
-		o.MaxWait = DefaultMaxWait
+		o.MaxWait = defaultMaxWait
 	}
 	if o.Prefetch == 0 {
 		o.Prefetch = DefaultPrefetch
@@ -144,7 +144,7 @@ func (o Options) WithDefaults() Options {
 		o.Strategy = string(azeventhubs.ProcessorStrategyBalanced)
 	}
 	if o.UpdateInterval == 0 {
-		o.UpdateInterval = DefaultUpdateInterval
+		o.UpdateInterval = defaultUpdateInterval
 	}
 	if o.OwnershipExpiration == 0 {
 		o.OwnershipExpiration = DefaultOwnershipExpiration
@@ -198,7 +198,7 @@ func (o Options) ValidateSettings() error {
 			add(config.JoinPath("start_partitions", id), "%w", err)
 		}
 	}
-	if err := config.OneOf(o.OnInvalidCheckpoint, string(PolicyFail), string(PolicyEarliest), string(PolicyLatest)); err != nil {
+	if err := config.OneOf(o.OnInvalidCheckpoint, string(policyFail), string(policyEarliest), string(policyLatest)); err != nil {
 		add("on_invalid_checkpoint", "%w", err)
 	}
 	if o.MaxEvents < 0 {
@@ -207,14 +207,14 @@ func (o Options) ValidateSettings() error {
 	if o.MaxWait < 0 {
 		add("batch.max_wait", "must be positive, got %s", o.MaxWait)
 	}
-	if o.Prefetch > MaxPrefetch {
-		add("prefetch", "%d exceeds %d, the most the Event Hubs SDK prefetches", o.Prefetch, MaxPrefetch)
+	if o.Prefetch > maxPrefetch {
+		add("prefetch", "%d exceeds %d, the most the Event Hubs SDK prefetches", o.Prefetch, maxPrefetch)
 	}
-	if o.Prefetch < 0 && o.MaxEvents > MaxPrefetch {
-		add("batch.max_events", "%d exceeds %d, the limit with prefetch disabled (a negative prefetch)", o.MaxEvents, MaxPrefetch)
+	if o.Prefetch < 0 && o.MaxEvents > maxPrefetch {
+		add("batch.max_events", "%d exceeds %d, the limit with prefetch disabled (a negative prefetch)", o.MaxEvents, maxPrefetch)
 	}
-	if o.Connections < 0 || o.Connections > MaxConnections {
-		add("connections", "must be between 0 (one per partition up to the number of cores) and %d, got %d", MaxConnections, o.Connections)
+	if o.Connections < 0 || o.Connections > maxConnections {
+		add("connections", "must be between 0 (one per partition up to the number of cores) and %d, got %d", maxConnections, o.Connections)
 	}
 	if err := config.OneOf(o.Strategy, string(azeventhubs.ProcessorStrategyBalanced), string(azeventhubs.ProcessorStrategyGreedy)); err != nil {
 		add("load_balancing.strategy", "%w", err)

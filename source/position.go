@@ -11,10 +11,10 @@ import (
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// ParseStart parses a start position: "earliest", "latest", an RFC 3339
+// parseStart parses a start position: "earliest", "latest", an RFC 3339
 // time (the first event enqueued at or after it) or "seq:N" (the event with
 // sequence number N and those after it). The empty string is earliest.
-func ParseStart(s string) (azeventhubs.StartPosition, error) {
+func parseStart(s string) (azeventhubs.StartPosition, error) {
 	yes := true
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "earliest":
@@ -36,26 +36,26 @@ func ParseStart(s string) (azeventhubs.StartPosition, error) {
 	return azeventhubs.StartPosition{EnqueuedTime: &t, Inclusive: true}, nil
 }
 
-// Policy says what to do with a resume position that no longer exists in
+// policy says what to do with a resume position that no longer exists in
 // its partition.
-type Policy string
+type policy string
 
 // The policies of [Options.OnInvalidCheckpoint].
 const (
-	// PolicyFail stops the source with ErrInvalidCheckpoint.
-	PolicyFail Policy = "fail"
-	// PolicyEarliest resumes at the first retained event.
-	PolicyEarliest Policy = "earliest"
-	// PolicyLatest resumes after the last event.
-	PolicyLatest Policy = "latest"
+	// policyFail stops the source with ErrInvalidCheckpoint.
+	policyFail policy = "fail"
+	// policyEarliest resumes at the first retained event.
+	policyEarliest policy = "earliest"
+	// policyLatest resumes after the last event.
+	policyLatest policy = "latest"
 )
 
-// ParsePolicy parses fail, earliest or latest; the empty string is fail.
-func ParsePolicy(s string) (Policy, error) {
-	switch p := Policy(strings.ToLower(s)); p {
+// parsePolicy parses fail, earliest or latest; the empty string is fail.
+func parsePolicy(s string) (policy, error) {
+	switch p := policy(strings.ToLower(s)); p {
 	case "":
-		return PolicyFail, nil
-	case PolicyFail, PolicyEarliest, PolicyLatest:
+		return policyFail, nil
+	case policyFail, policyEarliest, policyLatest:
 		return p, nil
 	}
 	return "", fmt.Errorf("unknown policy %q (want fail, earliest or latest)", s)
@@ -77,7 +77,7 @@ type partitionRange struct {
 // wrapping ErrInvalidCheckpoint that says what was found and what to do.
 // The replacement is a position whose next event is the first retained event
 // (earliest) or the next event to arrive (latest).
-func checkResume(partition string, pos sinks.Position, r partitionRange, policy Policy) (sinks.Position, string, error) {
+func checkResume(partition string, pos sinks.Position, r partitionRange, policy policy) (sinks.Position, string, error) {
 	last := r.Last
 	if r.Empty && last < r.Begin-1 {
 		last = r.Begin - 1
@@ -94,9 +94,9 @@ func checkResume(partition string, pos sinks.Position, r partitionRange, policy 
 		return pos, "", nil
 	}
 	switch policy {
-	case PolicyEarliest:
+	case policyEarliest:
 		return sinks.Position{SequenceNumber: r.Begin - 1}, problem, nil
-	case PolicyLatest:
+	case policyLatest:
 		return sinks.Position{SequenceNumber: last}, problem, nil
 	}
 	return sinks.Position{}, problem, fmt.Errorf("partition %s: %w: %s; set source.on_invalid_checkpoint to earliest or latest to start over (or move the checkpoint with `ehsink checkpoints reset`)",

@@ -27,7 +27,7 @@ func TestParseStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			p, err := ParseStart(tt.in)
+			p, err := parseStart(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +48,7 @@ func TestParseStart(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"first", "seq:", "seq:-1", "seq:x", "2024-05-01", "12:00"} {
-		if _, err := ParseStart(bad); err == nil {
+		if _, err := parseStart(bad); err == nil {
 			t.Errorf("ParseStart(%q) succeeded, want an error", bad)
 		}
 	}
@@ -62,23 +62,23 @@ func TestCheckResume(t *testing.T) {
 		name    string
 		pos     int64
 		r       partitionRange
-		policy  Policy
+		policy  policy
 		want    int64 // resume-after sequence number when no error
 		problem bool
 		fail    string // substring of the error, "" for none
 	}{
-		{"inside", 150, full, PolicyFail, 150, false, ""},
-		{"at last", 199, full, PolicyFail, 199, false, ""},
-		{"just before begin", 99, full, PolicyFail, 99, false, ""},
-		{"past end fails", 500, full, PolicyFail, 0, true, "past the last event"},
-		{"past end earliest", 500, full, PolicyEarliest, 99, true, ""},
-		{"past end latest", 500, full, PolicyLatest, 199, true, ""},
-		{"expired fails", 10, full, PolicyFail, 0, true, "events 11 to 99 expired"},
-		{"expired earliest", 10, full, PolicyEarliest, 99, true, ""},
-		{"expired latest", 10, full, PolicyLatest, 199, true, ""},
-		{"empty new partition", 5, partitionRange{Begin: 0, Last: -1, Empty: true}, PolicyFail, 0, true, "past the last event"},
-		{"empty partition earliest", 5, partitionRange{Begin: 0, Last: -1, Empty: true}, PolicyEarliest, -1, true, ""},
-		{"all expired, caught up", 199, partitionRange{Begin: 200, Last: 199, Empty: true}, PolicyFail, 199, false, ""},
+		{"inside", 150, full, policyFail, 150, false, ""},
+		{"at last", 199, full, policyFail, 199, false, ""},
+		{"just before begin", 99, full, policyFail, 99, false, ""},
+		{"past end fails", 500, full, policyFail, 0, true, "past the last event"},
+		{"past end earliest", 500, full, policyEarliest, 99, true, ""},
+		{"past end latest", 500, full, policyLatest, 199, true, ""},
+		{"expired fails", 10, full, policyFail, 0, true, "events 11 to 99 expired"},
+		{"expired earliest", 10, full, policyEarliest, 99, true, ""},
+		{"expired latest", 10, full, policyLatest, 199, true, ""},
+		{"empty new partition", 5, partitionRange{Begin: 0, Last: -1, Empty: true}, policyFail, 0, true, "past the last event"},
+		{"empty partition earliest", 5, partitionRange{Begin: 0, Last: -1, Empty: true}, policyEarliest, -1, true, ""},
+		{"all expired, caught up", 199, partitionRange{Begin: 200, Last: 199, Empty: true}, policyFail, 199, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ const closeTimeout = 10 * time.Second
 // are safe for concurrent use; Run may be called once.
 type Source struct {
 	opts    Options
-	policy  Policy
+	policy  policy
 	client  *azeventhubs.ConsumerClient
 	props   *propsClient // partition-properties calls, on a connection of their own
 	readers *readerPool  // connections partitions are received on; nil: the processor's
@@ -70,7 +70,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	opts = opts.WithDefaults()
-	policy, _ := ParsePolicy(opts.OnInvalidCheckpoint)
+	policy, _ := parsePolicy(opts.OnInvalidCheckpoint)
 	if opts.InstanceID == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -336,7 +336,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 		}
 		err = fmt.Errorf("event hub %q: processor: %w", s.hub, err)
 		s.log.Error("processor failed; its partitions drain and a new one starts", "err", err)
-		s.healed("processor_failed")
+		s.healed(healProcessorFailed)
 		restart(err)
 	}()
 
@@ -423,10 +423,10 @@ func (s *Source) closePartition(pc *azeventhubs.ProcessorPartitionClient) {
 }
 
 func (s *Source) processorOptions() *azeventhubs.ProcessorOptions {
-	def, _ := ParseStart(s.opts.Start)
+	def, _ := parseStart(s.opts.Start)
 	per := map[string]azeventhubs.StartPosition{}
 	for id, v := range s.opts.StartPartitions {
-		per[id], _ = ParseStart(v)
+		per[id], _ = parseStart(v)
 	}
 	prefetch := int32(s.opts.Prefetch)
 	return &azeventhubs.ProcessorOptions{

@@ -98,7 +98,7 @@ func runSink(b *testing.B, dir string, events []sinks.Event) {
 }
 
 // runSinkWith is runSink with edit applied to the config.
-func runSinkWith(b *testing.B, dir string, events []sinks.Event, edit func(*Config)) {
+func runSinkWith(b *testing.B, dir string, events []sinks.Event, edit func(*sinkConfig)) {
 	ctx := context.Background()
 	c := NewConfig()
 	c.Dir = dir

@@ -154,7 +154,7 @@ func (w *writer) claim(ctx context.Context, f *openFile, dlName string) error {
 // range: a writer that died between them leaves a watermark that looks
 // complete. So the claim of the newest visible range is published again
 // too (publishing a visible name changes nothing).
-func (s *Sink) recoverClaims(ctx context.Context, w *writer, wm int64) (int64, error) {
+func (s *sink) recoverClaims(ctx context.Context, w *writer, wm int64) (int64, error) {
 	objs, err := s.store.list(ctx, w.claims)
 	if err != nil {
 		return wm, err

@@ -282,10 +282,10 @@ func killAtEachCommitStep(t *testing.T, explode, withRoutes bool) {
 				seq, _ := strconv.ParseInt(string(b), 10, 64)
 				cp = &sinks.Position{SequenceNumber: seq}
 			}
-			var edit func(*Config)
+			var edit func(*sinkConfig)
 			switch {
 			case explode:
-				edit = func(c *Config) { explodeConfig(t, c) }
+				edit = func(c *sinkConfig) { explodeConfig(t, c) }
 			case withRoutes:
 				edit = routed(t)
 			}

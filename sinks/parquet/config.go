@@ -13,14 +13,14 @@ import (
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// Config is the `sink:` block of a connector with `type: parquet`. Exactly
+// sinkConfig is the `sink:` block of a connector with `type: parquet`. Exactly
 // one of Dir and Blob is required, and Columns. [NewConfig] returns one
-// with every default set; a zero Config gets the same defaults from New.
-type Config struct {
+// with every default set; a zero sinkConfig gets the same defaults from New.
+type sinkConfig struct {
 	// Dir writes files under a local directory, created if missing.
 	Dir string `yaml:"dir"`
 	// Blob writes files to an Azure Blob container.
-	Blob *BlobConfig `yaml:"blob"`
+	Blob *blobConfig `yaml:"blob"`
 	// Path is the template of a file's path under Dir or in the container.
 	// Placeholders: {eventhub}, {connector}, {consumer_group}, {partition},
 	// {enqueued_date} (YYYY-MM-DD), {year}, {month}, {day}, {hour} (all of
@@ -43,7 +43,7 @@ type Config struct {
 	// condition holds, each route with its path and columns (see [Route]).
 	// With routes, Path is where the dead letters go (its folder's
 	// _dead_letters) and Columns is not set.
-	Routes []Route `yaml:"routes,omitempty"`
+	Routes []routeConfig `yaml:"routes,omitempty"`
 	// MaxOpenFiles rolls the open files of a partition once a routed
 	// partition has this many (one per route and value of its path):
 	// memory is about max_open_files x row_group_size per partition. If
@@ -66,8 +66,8 @@ type Config struct {
 	MaxAge time.Duration `yaml:"max_age"`
 }
 
-// Route is one entry of a parquet sink's `routes:` list.
-type Route struct {
+// routeConfig is one entry of a parquet sink's `routes:` list.
+type routeConfig struct {
 	// Name names the route in errors, logs and the tests of `ehsink test`.
 	// If empty, its path as written.
 	Name string `yaml:"name"`
@@ -84,8 +84,8 @@ type Route struct {
 	Columns mapping.Columns `yaml:"columns"`
 }
 
-// BlobConfig says which Blob container receives the files.
-type BlobConfig struct {
+// blobConfig says which Blob container receives the files.
+type blobConfig struct {
 	// Connection is a storage connection string. Required.
 	Connection secret.String `yaml:"connection"`
 	// Container holds the files; it is created if missing. Required.
@@ -116,15 +116,15 @@ const (
 )
 
 // NewConfig returns a Config with its defaults set.
-func NewConfig() *Config {
-	c := &Config{}
+func NewConfig() *sinkConfig {
+	c := &sinkConfig{}
 	c.withDefaults()
 	return c
 }
 
-func (c *Config) withDefaults() {
+func (c *sinkConfig) withDefaults() {
 	if c.Path == "" {
-		c.Path = DefaultPath
+		c.Path = defaultPath
 	}
 	if c.Compression == "" {
 		c.Compression = "zstd"
@@ -148,17 +148,17 @@ func (c *Config) withDefaults() {
 
 // routes returns c's routes: its Routes, or the one route of a sink without
 // them.
-func (c *Config) routes() []Route {
+func (c *sinkConfig) routes() []routeConfig {
 	if len(c.Routes) > 0 {
 		return c.Routes
 	}
-	return []Route{{Path: c.Path, Columns: c.Columns}}
+	return []routeConfig{{Path: c.Path, Columns: c.Columns}}
 }
 
 // Validate reports every problem of the config as a [*sinks.FieldError]
 // (paths relative to the sink block), joined with errors.Join. It checks a
 // copy with defaults applied, so a hand-built Config validates as New sees it.
-func (c *Config) Validate() error {
+func (c *sinkConfig) Validate() error {
 	cc := *c
 	cc.withDefaults()
 	var errs []error
@@ -257,7 +257,7 @@ func prefixFieldErrors(prefix string, err error) error {
 }
 
 // String describes the destination, never the connection string.
-func (c *Config) String() string {
+func (c *sinkConfig) String() string {
 	if c.Blob != nil {
 		return fmt.Sprintf("blob container %s", c.Blob.Container)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 func TestTemplateRenderAndMatch(t *testing.T) {
-	tm, err := parseTemplate(DefaultPath)
+	tm, err := parseTemplate(defaultPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestTemplateErrors(t *testing.T) {
 			t.Errorf("parseTemplate(%q) = %v, want an error containing %q", c.tmpl, err, c.want)
 		}
 	}
-	for _, ok := range []string{DefaultPath, "{connector}/{year}/{month}/{day}/{hour}/p{partition}_{first_seq:08}_{last_seq:08}.parquet"} {
+	for _, ok := range []string{defaultPath, "{connector}/{year}/{month}/{day}/{hour}/p{partition}_{first_seq:08}_{last_seq:08}.parquet"} {
 		if _, err := parseTemplate(ok); err != nil {
 			t.Errorf("parseTemplate(%q): %v", ok, err)
 		}
@@ -104,7 +104,7 @@ func TestConfigDecodeAndValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := driver{}.NewConfig().(*Config)
+			c := driver{}.NewConfig().(*sinkConfig)
 			if err := config.Decode(tc.raw, c); err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
@@ -127,7 +127,7 @@ func TestConfigDecodeAndValidate(t *testing.T) {
 
 func TestConfigNeverPrintsConnection(t *testing.T) {
 	c := NewConfig()
-	c.Blob = &BlobConfig{Connection: "AccountKey=topsecret", Container: "c"}
+	c.Blob = &blobConfig{Connection: "AccountKey=topsecret", Container: "c"}
 	out, err := config.Marshal(c)
 	if err != nil {
 		t.Fatal(err)

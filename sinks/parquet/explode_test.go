@@ -43,7 +43,7 @@ func explodeEvents() []sinks.Event {
 }
 
 // explodeConfig makes c a connector exploding $.records.
-func explodeConfig(t testing.TB, c *Config) {
+func explodeConfig(t testing.TB, c *sinkConfig) {
 	t.Helper()
 	var cols mapping.Columns
 	for _, spec := range [][3]string{{"seq", "@sequence_number", ""}, {"idx", "@index", ""}, {"id", "$.id", ""}, {"v", "$.v", "int32"}} {
@@ -114,7 +114,7 @@ func wantExplodedOnce(t *testing.T, d destination) {
 // a replay repeats in part, and reads every element back once.
 func TestExplode(t *testing.T) {
 	forEachDestination(t, func(t *testing.T, d destination) {
-		s := newSink(t, d, func(c *Config) { explodeConfig(t, c) })
+		s := newSink(t, d, func(c *sinkConfig) { explodeConfig(t, c) })
 		events := explodeEvents()
 		w, wm := open(t, s, "0")
 		replayWithDeadLetters(t, w, nil, wm, events[:17])

@@ -4,10 +4,10 @@ import "time"
 
 // setClock replaces the sink's clock, which dates a file's first event for
 // max_age.
-func (s *Sink) setClock(now func() time.Time) { s.now = now }
+func (s *sink) setClock(now func() time.Time) { s.now = now }
 
 // wrapStore lets a test put a fault-injecting store in front of the real one.
-func (s *Sink) wrapStore(wrap func(store) store) { s.store = wrap(s.store) }
+func (s *sink) wrapStore(wrap func(store) store) { s.store = wrap(s.store) }
 
 // traceSteps has a local store report every step of its commits.
-func (s *Sink) traceSteps(fn func(step, path string)) { s.store.(*localStore).trace = fn }
+func (s *sink) traceSteps(fn func(step, path string)) { s.store.(*localStore).trace = fn }

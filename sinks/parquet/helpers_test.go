@@ -28,7 +28,7 @@ import (
 type destination struct {
 	name string
 	// config returns a sink config writing to this destination.
-	config func() *Config
+	config func() *sinkConfig
 	// files returns every visible file: name -> contents.
 	files func(t *testing.T) map[string][]byte
 	// temps returns leftover temporary objects a crash may leave (local:
@@ -46,7 +46,7 @@ func localDestination(t *testing.T) destination {
 func localDestinationAt(dir string) destination {
 	return destination{
 		name:   "local",
-		config: func() *Config { c := NewConfig(); c.Dir = dir; return c },
+		config: func() *sinkConfig { c := NewConfig(); c.Dir = dir; return c },
 		files: func(t *testing.T) map[string][]byte {
 			t.Helper()
 			out := map[string][]byte{}
@@ -94,9 +94,9 @@ func blobDestination(t *testing.T) destination {
 	}
 	return destination{
 		name: "blob",
-		config: func() *Config {
+		config: func() *sinkConfig {
 			c := NewConfig()
-			c.Blob = &BlobConfig{Connection: secret.String(conn), Container: name, SpoolDir: spool}
+			c.Blob = &blobConfig{Connection: secret.String(conn), Container: name, SpoolDir: spool}
 			return c
 		},
 		files: func(t *testing.T) map[string][]byte { t.Helper(); return blobFiles(t, client) },
@@ -226,7 +226,7 @@ func kitColumns(t testing.TB) mapping.Columns {
 }
 
 // newSink builds a sink on d with the kit's columns; edit adjusts the config.
-func newSink(t *testing.T, d destination, edit func(*Config)) *Sink {
+func newSink(t *testing.T, d destination, edit func(*sinkConfig)) *sink {
 	t.Helper()
 	c := d.config()
 	c.Columns = kitColumns(t)

@@ -14,8 +14,8 @@ import (
 func BenchmarkRoutedWrite(b *testing.B) {
 	const n = 100_000
 	events := benchEvents(n)
-	routes := func(c *Config) {
-		c.Routes = []Route{
+	routes := func(c *sinkConfig) {
+		c.Routes = []routeConfig{
 			{Name: "paid", When: `$.status == 'paid'`, Path: "paid/{partition}-{first_seq:020}-{last_seq:020}.parquet", Columns: c.Columns},
 			{Path: "status={$.status}/{partition}-{first_seq:020}-{last_seq:020}.parquet", Columns: c.Columns},
 		}

@@ -18,9 +18,9 @@ const (
 )
 
 // routed makes newSink's config a routed one.
-func routed(t testing.TB) func(*Config) {
-	return func(c *Config) {
-		c.Routes = []Route{
+func routed(t testing.TB) func(*sinkConfig) {
+	return func(c *sinkConfig) {
+		c.Routes = []routeConfig{
 			{Name: "low", When: `$.customer in ['c-0', 'c-1', 'c-2']`, Path: lowPath, Columns: kitColumns(t)},
 			{Path: highPath, Columns: kitColumns(t)},
 		}
@@ -62,17 +62,17 @@ func TestRoutedConfigValidate(t *testing.T) {
 	cols := kitColumns(t)
 	for _, tc := range []struct {
 		name   string
-		routes []Route
-		edit   func(*Config)
+		routes []routeConfig
+		edit   func(*sinkConfig)
 		want   []string
 	}{
-		{"valid", []Route{{When: `$.a == 1`, Path: lowPath, Columns: cols}, {Path: highPath, Columns: cols}}, nil, nil},
-		{"problems", []Route{
+		{"valid", []routeConfig{{When: `$.a == 1`, Path: lowPath, Columns: cols}, {Path: highPath, Columns: cols}}, nil, nil},
+		{"problems", []routeConfig{
 			{When: `$.a = 1`, Path: lowPath, Columns: cols},
 			{Path: "x/{$.a}/{partition}-{first_seq}.parquet", Columns: cols},
 			{When: `$.b == 1`, Path: lowPath},
 		}, nil, []string{"routes[0].when", "routes[1].path", "routes[2].when", "routes[2].path", "routes[2].columns"}},
-		{"sink columns and a value in the sink path", []Route{{Path: lowPath, Columns: cols}}, func(c *Config) {
+		{"sink columns and a value in the sink path", []routeConfig{{Path: lowPath, Columns: cols}}, func(c *sinkConfig) {
 			c.Columns = cols
 			c.Path = highPath
 		}, []string{"columns", "path"}},
@@ -263,8 +263,8 @@ func TestRoutedConformance(t *testing.T) {
 // rolls once it has max_open_files files.
 func TestRoutedPathOfTwoRoutes(t *testing.T) {
 	d := localDestination(t)
-	s := newSink(t, d, func(c *Config) {
-		c.Routes = []Route{
+	s := newSink(t, d, func(c *sinkConfig) {
+		c.Routes = []routeConfig{
 			{Name: "fixed", When: `$.customer == 'c-0'`, Path: "low/partition={partition}/{partition}-{first_seq}-{last_seq}.parquet", Columns: kitColumns(t)},
 			{Path: "{$.customer}/partition={partition}/{partition}-{first_seq}-{last_seq}.parquet", Columns: kitColumns(t)},
 		}

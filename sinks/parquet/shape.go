@@ -12,7 +12,7 @@ import (
 // (imported as tableshape: the package's tests have a table helper):
 // the running sink and `ehsink test` render and check the event's values
 // of a route's path with the same function (renderPath).
-func (c *Config) TableShape() (tableshape.Shape, error) {
+func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
 	d := *c
 	d.withDefaults()
 	s := tableshape.Shape{Routed: len(d.Routes) > 0}

@@ -32,17 +32,17 @@ func (driver) NewConfig() any { return NewConfig() }
 
 // New builds a Sink from a *Config made by NewConfig.
 func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, error) {
-	c, ok := cfg.(*Config)
+	c, ok := cfg.(*sinkConfig)
 	if !ok {
 		return nil, fmt.Errorf("parquet: config is %T, want *parquet.Config", cfg)
 	}
 	return New(ctx, c, info)
 }
 
-// Sink writes each partition's events to rolled Parquet files. It is safe
+// sink writes each partition's events to rolled Parquet files. It is safe
 // for concurrent use; each of its writers is used by one goroutine at a time.
-type Sink struct {
-	cfg   Config
+type sink struct {
+	cfg   sinkConfig
 	info  sinks.Info
 	log   *slog.Logger
 	store store
@@ -64,13 +64,13 @@ type Sink struct {
 // New validates cfg and builds a Sink. For a Blob destination it creates
 // the container if missing; ctx bounds that call only. New starts no
 // goroutines.
-func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
+func New(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
 	}
 	c := *cfg
 	c.withDefaults()
-	s := &Sink{cfg: c, info: info, log: info.Logger, now: time.Now}
+	s := &sink{cfg: c, info: info, log: info.Logger, now: time.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -132,7 +132,7 @@ type route struct {
 	mapper *rowMapper
 }
 
-func compileRoute(rc Route, explode mapping.Path) (*route, error) {
+func compileRoute(rc routeConfig, explode mapping.Path) (*route, error) {
 	r := &route{name: rc.Name}
 	if r.name == "" {
 		r.name = rc.Path
@@ -151,11 +151,11 @@ func compileRoute(rc Route, explode mapping.Path) (*route, error) {
 }
 
 // routed reports whether the sink has routes.
-func (s *Sink) routed() bool { return s.sel != nil }
+func (s *sink) routed() bool { return s.sel != nil }
 
 // Close marks the sink closed; Open then fails with sinks.ErrClosed. It
 // closes no writer: the runner closes them first. Close is idempotent.
-func (s *Sink) Close(context.Context) error {
+func (s *sink) Close(context.Context) error {
 	s.closed.Store(true)
 	return nil
 }
@@ -167,7 +167,7 @@ func (s *Sink) Close(context.Context) error {
 // letter files past the watermark: they belong to a commit whose data file
 // never became visible, and the replay writes them again. ctx bounds the
 // call only.
-func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
 	if s.closed.Load() {
 		return nil, nil, sinks.ErrClosed
 	}
@@ -292,7 +292,7 @@ func isParquet(name string) bool { return strings.HasSuffix(name, ".parquet") }
 
 // positionOf is the watermark a committed data file stands for: its last
 // sequence number, and the offset kept in its footer.
-func (s *Sink) positionOf(ctx context.Context, o *object, last int64) (*sinks.Position, error) {
+func (s *sink) positionOf(ctx context.Context, o *object, last int64) (*sinks.Position, error) {
 	if !isParquet(o.name) {
 		// A dead-letter file (a routed flush of dead letters only): the
 		// offset is not kept, and the runner resumes by sequence number.

@@ -46,7 +46,7 @@ func ctxT(t *testing.T) context.Context {
 	return t.Context()
 }
 
-func open(t *testing.T, s *Sink, partition string) (*writer, *sinks.Position) {
+func open(t *testing.T, s *sink, partition string) (*writer, *sinks.Position) {
 	t.Helper()
 	w, pos, err := s.Open(ctxT(t), partition)
 	if err != nil {
@@ -150,13 +150,13 @@ func TestCrashAndRestart(t *testing.T) {
 		name string
 		// crash runs the first life of the process and says where the
 		// checkpoint was when it died.
-		crash func(t *testing.T, s *Sink) (checkpoint *sinks.Position)
+		crash func(t *testing.T, s *sink) (checkpoint *sinks.Position)
 		// wantDL is the dead letters expected in the end.
 		wantDL []int64
 	}{
 		{
 			name: "between write and publish",
-			crash: func(t *testing.T, s *Sink) *sinks.Position {
+			crash: func(t *testing.T, s *sink) *sinks.Position {
 				w, _ := open(t, s, "0")
 				writeAll(t, w, events[:50])
 				cp := flush(t, w)
@@ -166,7 +166,7 @@ func TestCrashAndRestart(t *testing.T) {
 		},
 		{
 			name: "between publish and checkpoint",
-			crash: func(t *testing.T, s *Sink) *sinks.Position {
+			crash: func(t *testing.T, s *sink) *sinks.Position {
 				w, _ := open(t, s, "0")
 				writeAll(t, w, events[:50])
 				cp := flush(t, w)
@@ -177,7 +177,7 @@ func TestCrashAndRestart(t *testing.T) {
 		},
 		{
 			name: "between dead-letter commit and data commit",
-			crash: func(t *testing.T, s *Sink) *sinks.Position {
+			crash: func(t *testing.T, s *sink) *sinks.Position {
 				crash := errors.New("simulated crash")
 				s.wrapStore(func(st store) store {
 					return &faultStore{store: st, commitErr: func(name string) error {
@@ -472,18 +472,18 @@ func TestFlushDue(t *testing.T) {
 	start := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name   string
-		edit   func(*Config)
+		edit   func(*sinkConfig)
 		events int
 		after  time.Duration
 		want   bool
 	}{
 		{"nothing written", nil, 0, time.Hour, false},
 		{"under every limit", nil, 10, time.Minute, false},
-		{"max rows", func(c *Config) { c.MaxRows = 10 }, 10, 0, true},
-		{"one row under max rows", func(c *Config) { c.MaxRows = 11 }, 10, 0, false},
-		{"max bytes", func(c *Config) { c.MaxBytes = 1024 }, 100, 0, true},
-		{"max age", func(c *Config) { c.MaxAge = time.Minute }, 1, time.Minute, true},
-		{"just under max age", func(c *Config) { c.MaxAge = time.Minute }, 1, time.Minute - time.Millisecond, false},
+		{"max rows", func(c *sinkConfig) { c.MaxRows = 10 }, 10, 0, true},
+		{"one row under max rows", func(c *sinkConfig) { c.MaxRows = 11 }, 10, 0, false},
+		{"max bytes", func(c *sinkConfig) { c.MaxBytes = 1024 }, 100, 0, true},
+		{"max age", func(c *sinkConfig) { c.MaxAge = time.Minute }, 1, time.Minute, true},
+		{"just under max age", func(c *sinkConfig) { c.MaxAge = time.Minute }, 1, time.Minute - time.Millisecond, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -510,7 +510,7 @@ func TestFlushDue(t *testing.T) {
 
 func TestRowGroupsWrittenAsTheyFill(t *testing.T) {
 	d := localDestination(t)
-	s := newSink(t, d, func(c *Config) { c.RowGroupSize = 64 << 10 })
+	s := newSink(t, d, func(c *sinkConfig) { c.RowGroupSize = 64 << 10 })
 	w, _ := open(t, s, "0")
 	defer w.Close(ctxT(t))
 	events := sinktest.Events("0", 0, 19_999)

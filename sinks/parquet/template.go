@@ -13,10 +13,10 @@ import (
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// DefaultPath is the path template used when Config.Path is empty: Hive-style
+// defaultPath is the path template used when Config.Path is empty: Hive-style
 // folders per event hub, partition and enqueued date, and a file name made of
 // the partition and the sequence-number range it holds.
-const DefaultPath = "{eventhub}/partition={partition}/date={enqueued_date}/{partition}-{first_seq:020}-{last_seq:020}.parquet"
+const defaultPath = "{eventhub}/partition={partition}/date={enqueued_date}/{partition}-{first_seq:020}-{last_seq:020}.parquet"
 
 // errTemplate is wrapped by every template parse error.
 var errTemplate = errors.New("invalid path template")

@@ -22,7 +22,7 @@ import (
 // letters) that grows with each Write and is committed by Flush. It is
 // used by one goroutine at a time, as sinks.Writer says.
 type writer struct {
-	s         *Sink
+	s         *sink
 	log       *slog.Logger
 	partition string
 	vars      nameVars

@@ -60,20 +60,20 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 	for i := range events {
 		events[i] = sinks.Event{Partition: "0", SequenceNumber: int64(i), Offset: fmt.Sprint(i * 300), EnqueuedTime: enq, Body: benchBody(i)}
 	}
-	for _, mode := range []string{ModeAppend, ModeUpsert} {
+	for _, mode := range []string{modeAppend, modeUpsert} {
 		b.Run(mode, func(b *testing.B) {
 			dsn := newDB(b)
 			cols := benchColumns(b)
 			pk := ""
-			if mode == ModeUpsert {
+			if mode == modeUpsert {
 				pk = ", PRIMARY KEY (order_id)"
 				execSQL(b, dsn, `CREATE TABLE bench_sink (`+benchColumnsDDL+`, _ehsink_partition text, _ehsink_seq bigint`+pk+`)`)
 			} else {
 				execSQL(b, dsn, `CREATE TABLE bench_sink (`+benchColumnsDDL+`)`)
 			}
 			execSQL(b, dsn, `CREATE TABLE bench_raw (`+benchColumnsDDL+pk+`)`)
-			cfg := &Config{DSN: secret.String(dsn), Table: "bench_sink", Mode: mode, Columns: cols, PoolSize: 1}
-			if mode == ModeUpsert {
+			cfg := &sinkConfig{DSN: secret.String(dsn), Table: "bench_sink", Mode: mode, Columns: cols, PoolSize: 1}
+			if mode == modeUpsert {
 				cfg.Key = []string{"order_id"}
 			}
 			s := newTestSink(b, cfg)

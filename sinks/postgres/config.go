@@ -20,10 +20,10 @@ import (
 
 // Modes of writing.
 const (
-	// ModeAppend inserts every event as a new row.
-	ModeAppend = "append"
-	// ModeUpsert keeps one row per key, holding the newest event's values.
-	ModeUpsert = "upsert"
+	// modeAppend inserts every event as a new row.
+	modeAppend = "append"
+	// modeUpsert keeps one row per key, holding the newest event's values.
+	modeUpsert = "upsert"
 )
 
 // Hidden columns of an upsert table: the partition and sequence number of
@@ -34,12 +34,12 @@ const (
 	reservedPrefix  = "_ehsink_"
 )
 
-// DefaultPoolSize is the pool size when Config.PoolSize is zero.
-const DefaultPoolSize = 4
+// defaultPoolSize is the pool size when Config.PoolSize is zero.
+const defaultPoolSize = 4
 
-// Config is the `sink:` block of a postgres connector. NewConfig sets the
-// defaults; a hand-built Config is valid once Validate passes.
-type Config struct {
+// sinkConfig is the `sink:` block of a postgres connector. NewConfig sets the
+// defaults; a hand-built sinkConfig is valid once Validate passes.
+type sinkConfig struct {
 	// DSN is the connection string, as a URL (postgres://user:pw@host/db?sslmode=require)
 	// or in keyword form (host=... dbname=... sslmode=...). Required.
 	DSN secret.String `yaml:"dsn"`
@@ -64,7 +64,7 @@ type Config struct {
 	// condition holds (see [Route]). With routes, Table, Key and Columns
 	// are set per route, and the state tables live in the schema of the
 	// connection's search_path.
-	Routes []Route `yaml:"routes,omitempty"`
+	Routes []routeConfig `yaml:"routes,omitempty"`
 	// CreateTable creates the target table from the mapping when it does
 	// not exist. If false (the default), a missing table is an error.
 	CreateTable bool `yaml:"create_table"`
@@ -84,12 +84,12 @@ type Config struct {
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 }
 
-// DefaultTombstoneRetention is the tombstone retention when
+// defaultTombstoneRetention is the tombstone retention when
 // Config.TombstoneRetention is zero.
-const DefaultTombstoneRetention = 7 * 24 * time.Hour
+const defaultTombstoneRetention = 7 * 24 * time.Hour
 
-// Route is one entry of a postgres sink's `routes:` list.
-type Route struct {
+// routeConfig is one entry of a postgres sink's `routes:` list.
+type routeConfig struct {
 	// Name names the route in errors, logs and the tests of `ehsink test`.
 	// If empty, the route's table as written.
 	Name string `yaml:"name"`
@@ -116,9 +116,9 @@ type Route struct {
 	MaxTables int `yaml:"max_tables"`
 }
 
-// DefaultMaxTables is the bound of a templated route's tables when
+// defaultMaxTables is the bound of a templated route's tables when
 // Route.MaxTables is zero.
-const DefaultMaxTables = 100
+const defaultMaxTables = 100
 
 // routesTableName is the table_name of a routed connector's watermark
 // and dead-letter rows: one watermark covers all the routes' tables.
@@ -126,32 +126,32 @@ const routesTableName = "*"
 
 // routes returns c's routes: its Routes, or the one route of a connector
 // without them.
-func (c *Config) routes() []Route {
+func (c *sinkConfig) routes() []routeConfig {
 	if len(c.Routes) > 0 {
 		return c.Routes
 	}
-	return []Route{{Table: c.Table, Key: c.Key, Columns: c.Columns, Explode: c.Explode}}
+	return []routeConfig{{Table: c.Table, Key: c.Key, Columns: c.Columns, Explode: c.Explode}}
 }
 
 // withDefaults returns c with zero fields set to their defaults.
-func (c Config) withDefaults() Config {
+func (c sinkConfig) withDefaults() sinkConfig {
 	if c.Mode == "" {
-		c.Mode = ModeAppend
+		c.Mode = modeAppend
 	}
 	if c.PoolSize == 0 {
-		c.PoolSize = DefaultPoolSize
+		c.PoolSize = defaultPoolSize
 	}
 	if c.Format == "" {
 		c.Format = cdc.FormatJSON
 	}
 	if c.TombstoneRetention == 0 {
-		c.TombstoneRetention = DefaultTombstoneRetention
+		c.TombstoneRetention = defaultTombstoneRetention
 	}
 	return c
 }
 
 // Validate reports every problem of c as a [*sinks.FieldError], joined.
-func (c *Config) Validate() error {
+func (c *sinkConfig) Validate() error {
 	d := c.withDefaults()
 	var errs []error
 	fe := func(field string, err error) { errs = append(errs, &sinks.FieldError{Field: field, Err: err}) }
@@ -174,7 +174,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch d.Mode {
-	case ModeAppend, ModeUpsert:
+	case modeAppend, modeUpsert:
 	default:
 		fe("mode", fmt.Errorf("%q: want append or upsert", d.Mode))
 	}
@@ -208,15 +208,15 @@ func (c *Config) Validate() error {
 }
 
 // changeSpec is what package cdc needs of the config for route r.
-func (c *Config) changeSpec(r Route) cdc.Spec {
+func (c *sinkConfig) changeSpec(r routeConfig) cdc.Spec {
 	return cdc.Spec{Format: c.Format, Delete: c.Delete, Columns: r.Columns, Key: r.Key}
 }
 
 // validateDeletes checks format, delete and, for each route, what its
 // key and columns must give a delete. Every route deletes by its own key;
 // delete.key names key columns of one route or more.
-func (c *Config) validateDeletes(fe func(string, error)) {
-	cs := c.changeSpec(Route{})
+func (c *sinkConfig) validateDeletes(fe func(string, error)) {
+	cs := c.changeSpec(routeConfig{})
 	if !cs.Deletes() {
 		if err := cs.Validate(); err != nil {
 			for _, e := range flatten(err) {
@@ -228,7 +228,7 @@ func (c *Config) validateDeletes(fe func(string, error)) {
 		}
 		return
 	}
-	if c.Mode != ModeUpsert {
+	if c.Mode != modeUpsert {
 		what := "delete"
 		if c.Format == cdc.FormatDebezium {
 			what = "format"
@@ -289,7 +289,7 @@ func (c *Config) validateDeletes(fe func(string, error)) {
 
 // validateRoute checks one route's table, key and columns (the whole
 // connector's when it has no routes); fe receives paths relative to it.
-func validateRoute(mode string, r Route, fe func(string, error)) {
+func validateRoute(mode string, r routeConfig, fe func(string, error)) {
 	if t, err := expr.CompileTemplate(r.Table); err != nil {
 		fe("table", err)
 	} else if t.Literal() {
@@ -298,11 +298,11 @@ func validateRoute(mode string, r Route, fe func(string, error)) {
 		}
 	}
 	switch mode {
-	case ModeAppend:
+	case modeAppend:
 		if len(r.Key) > 0 {
 			fe("key", errors.New("only used with mode: upsert"))
 		}
-	case ModeUpsert:
+	case modeUpsert:
 		if len(r.Key) == 0 {
 			fe("key", errors.New("required with mode: upsert"))
 		}

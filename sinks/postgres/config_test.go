@@ -26,7 +26,7 @@ func TestConfigDecode(t *testing.T) {
 		"create_table": true,
 		"pool_size":    8,
 	}
-	cfg := d.NewConfig().(*Config)
+	cfg := d.NewConfig().(*sinkConfig)
 	if err := config.Decode(raw, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestConfigDecode(t *testing.T) {
 	if c := cfg.Columns[0]; c.Type != mapping.DecimalType(12, 2) || !c.Nullable {
 		t.Fatalf("amount = %+v", c)
 	}
-	if cfg.PoolSize != 8 || !cfg.CreateTable || cfg.Mode != ModeUpsert || cfg.DSN.Reveal() != "postgres://u:pw@h/db?sslmode=require" {
+	if cfg.PoolSize != 8 || !cfg.CreateTable || cfg.Mode != modeUpsert || cfg.DSN.Reveal() != "postgres://u:pw@h/db?sslmode=require" {
 		t.Fatalf("decoded %+v", cfg)
 	}
 
@@ -105,7 +105,7 @@ func TestConfigDeletes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			raw := base()
 			tt.edit(raw)
-			cfg := d.NewConfig().(*Config)
+			cfg := d.NewConfig().(*sinkConfig)
 			err := config.Decode(raw, cfg)
 			if err == nil {
 				err = cfg.Validate()
@@ -124,7 +124,7 @@ func TestConfigDeletes(t *testing.T) {
 func TestDDL(t *testing.T) {
 	id, _ := mapping.NewColumn("id", "$.id", "bigint")
 	name, _ := mapping.NewColumn("name", "$.name", "")
-	cfg := &Config{DSN: "postgres://h/db", Table: "app.customers", Mode: ModeUpsert, Key: []string{"id"},
+	cfg := &sinkConfig{DSN: "postgres://h/db", Table: "app.customers", Mode: modeUpsert, Key: []string{"id"},
 		Columns: mapping.Columns{id, name}, Format: "debezium", CreateTable: true}
 	got := strings.Join(cfg.DDL(), "\n")
 	for _, want := range []string{
@@ -148,7 +148,7 @@ func TestDDL(t *testing.T) {
 // comments, the state tables in the search_path.
 func TestDDLRoutes(t *testing.T) {
 	id, _ := mapping.NewColumn("id", "$.id", "bigint")
-	cfg := &Config{DSN: "postgres://h/db", Mode: ModeUpsert, Format: "debezium", CreateTable: true, Routes: []Route{
+	cfg := &sinkConfig{DSN: "postgres://h/db", Mode: modeUpsert, Format: "debezium", CreateTable: true, Routes: []routeConfig{
 		{When: "$.source.table == 'a'", Table: "s.a", Key: []string{"id"}, Columns: mapping.Columns{id}},
 		{Table: "t_{$.source.table}", Key: []string{"id"}, Columns: mapping.Columns{id}},
 	}}

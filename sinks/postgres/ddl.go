@@ -15,9 +15,9 @@ import (
 // comment, showing the table the mapping expects. A route whose table is
 // a template gets its statements, as comments, for the template's name:
 // they run when an event first names a table. c must be valid.
-func (c *Config) DDL() []string {
+func (c *sinkConfig) DDL() []string {
 	d := c.withDefaults()
-	upsert := d.Mode == ModeUpsert
+	upsert := d.Mode == modeUpsert
 	var state pgx.Identifier // the connection's search_path for routed connectors
 	if len(d.Routes) == 0 {
 		parts, err := splitTable(d.Table)

@@ -124,7 +124,7 @@ func cleanupSQL(tombstones pgx.Identifier) string {
 // prepareDeletes creates d's tombstone table and builds its delete
 // statement for the copied columns' array types; running it on no rows
 // checks it.
-func (s *Sink) prepareDeletes(ctx context.Context, tx pgx.Tx, d *dest, arrayTypes []string) error {
+func (s *sink) prepareDeletes(ctx context.Context, tx pgx.Tx, d *dest, arrayTypes []string) error {
 	key := d.r.cfg.Key
 	if _, err := tx.Exec(ctx, tombstoneDDL(d.tombstones, d.r.mapper.Columns(), key)); err != nil {
 		return fmt.Errorf("create tombstone table: %w", classify(err))
@@ -175,7 +175,7 @@ func (c *cleanupClock) due(now time.Time, interval time.Duration) bool {
 // every tombstone table of the sink, once per cleanup interval (the first
 // flush of a sink runs one). A failure is logged: the tombstones stay
 // until the next cleanup, which costs space, not correctness.
-func (s *Sink) cleanTombstones(ctx context.Context, now time.Time) {
+func (s *sink) cleanTombstones(ctx context.Context, now time.Time) {
 	if !s.deletes || !s.cleanup.due(now, min(cleanupInterval, s.cfg.TombstoneRetention)) {
 		return
 	}

@@ -42,14 +42,14 @@ func BenchmarkDeletes(b *testing.B) {
 		deletes     bool
 		deleteEvery int
 		dsn         string
-		s           *Sink
+		s           *sink
 		evs         []sinks.Event
 		took        time.Duration
 	}
 	vs := []*variant{{name: "upsert"}, {name: "guarded", deletes: true}, {name: "deletes-10pct", deletes: true, deleteEvery: 10}}
 	for _, v := range vs {
 		v.dsn = newDB(b)
-		cfg := &Config{DSN: secret.String(v.dsn), Table: "bench_sink", Mode: ModeUpsert, Key: []string{"order_id"},
+		cfg := &sinkConfig{DSN: secret.String(v.dsn), Table: "bench_sink", Mode: modeUpsert, Key: []string{"order_id"},
 			Columns: benchColumns(b), CreateTable: true, PoolSize: 1}
 		if v.deletes {
 			cfg.Delete = &cdc.Delete{When: "$.op == 'd'"}

@@ -69,7 +69,7 @@ func wantState(changes []change) map[string]int64 {
 	return state
 }
 
-func deleteConfig(t testing.TB, dsn string) *Config {
+func deleteConfig(t testing.TB, dsn string) *sinkConfig {
 	t.Helper()
 	var cs mapping.Columns
 	if err := cs.UnmarshalConfig([]any{
@@ -78,7 +78,7 @@ func deleteConfig(t testing.TB, dsn string) *Config {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return &Config{DSN: secret.String(dsn), Table: "public.kv", Mode: ModeUpsert, Key: []string{"id"}, Columns: cs,
+	return &sinkConfig{DSN: secret.String(dsn), Table: "public.kv", Mode: modeUpsert, Key: []string{"id"}, Columns: cs,
 		CreateTable: true, PoolSize: 2, Delete: &cdc.Delete{When: "$.op == 'd'"}}
 }
 

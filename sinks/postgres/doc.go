@@ -31,7 +31,7 @@
 // ehsink_tombstones_<table>) so that a replayed older update does not
 // bring the row back; tombstones are deleted after tombstone_retention.
 // deletes.go has the details and the cost. `ehsink validate --print`
-// shows the DDL of every table the sink creates ([Config.DDL]).
+// shows the DDL of every table the sink creates ([sinkConfig.DDL]).
 //
 // # Routes
 //

@@ -51,7 +51,7 @@ func explodedWant(last int64) []int64 {
 	return want
 }
 
-func explodeConfig(t testing.TB, dsn string) *Config {
+func explodeConfig(t testing.TB, dsn string) *sinkConfig {
 	t.Helper()
 	var cols mapping.Columns
 	if err := cols.UnmarshalConfig([]any{
@@ -66,7 +66,7 @@ func explodeConfig(t testing.TB, dsn string) *Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Config{DSN: secret.String(dsn), Table: "elems", Mode: ModeAppend, Columns: cols, Explode: p, PoolSize: 2}
+	return &sinkConfig{DSN: secret.String(dsn), Table: "elems", Mode: modeAppend, Columns: cols, Explode: p, PoolSize: 2}
 }
 
 const explodeTable = `CREATE TABLE elems (rid bigserial, seq bigint NOT NULL, idx bigint NOT NULL, id text, v integer,

@@ -88,18 +88,18 @@ func kitColumns(t testing.TB) mapping.Columns {
 const appendTable = `CREATE TABLE orders (rid bigserial, id text NOT NULL, seq bigint, customer text,
 	amount numeric(12,2), ts timestamptz, part text NOT NULL, enqueued timestamptz NOT NULL)`
 
-func appendConfig(t testing.TB, dsn string) *Config {
+func appendConfig(t testing.TB, dsn string) *sinkConfig {
 	t.Helper()
-	return &Config{DSN: secret.String(dsn), Table: "orders", Mode: ModeAppend, Columns: kitColumns(t), PoolSize: 2}
+	return &sinkConfig{DSN: secret.String(dsn), Table: "orders", Mode: modeAppend, Columns: kitColumns(t), PoolSize: 2}
 }
 
-func upsertConfig(t testing.TB, dsn string) *Config {
+func upsertConfig(t testing.TB, dsn string) *sinkConfig {
 	t.Helper()
-	return &Config{DSN: secret.String(dsn), Table: "public.latest", Mode: ModeUpsert, Key: []string{"customer"},
+	return &sinkConfig{DSN: secret.String(dsn), Table: "public.latest", Mode: modeUpsert, Key: []string{"customer"},
 		Columns: kitColumns(t), CreateTable: true, PoolSize: 2}
 }
 
-func newTestSink(t testing.TB, cfg *Config) *Sink {
+func newTestSink(t testing.TB, cfg *sinkConfig) *sink {
 	t.Helper()
 	s, err := New(testCtx(t), cfg, testInfo)
 	if err != nil {
@@ -120,7 +120,7 @@ func (c *checkpointStore) get(p string) (int64, bool) { s, ok := c.seq[p]; retur
 // when set, is consulted after each flush ("after-commit") and while
 // checkpointing ("checkpoint"): returning true stops the run there, as a
 // crash would. It returns whether the run completed.
-func runPartition(t *testing.T, s *Sink, cp *checkpointStore, partition string, events []sinks.Event, batch int, crash func(point string, flushes int) bool) bool {
+func runPartition(t *testing.T, s *sink, cp *checkpointStore, partition string, events []sinks.Event, batch int, crash func(point string, flushes int) bool) bool {
 	t.Helper()
 	ctx := testCtx(t)
 	w, wm, err := s.Open(ctx, partition)
@@ -246,7 +246,7 @@ func newConn(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgx.Co
 // crashes the third flush at point (a fault point of the commit, or
 // "after-commit" or "checkpoint" of runPartition), checks the crash took,
 // then runs a new sink from the checkpoint to the end.
-func crashAndRestart(t *testing.T, cfg *Config, cp *checkpointStore, events []sinks.Event, point string) {
+func crashAndRestart(t *testing.T, cfg *sinkConfig, cp *checkpointStore, events []sinks.Event, point string) {
 	t.Helper()
 	s1 := newTestSink(t, cfg)
 	calls := 0

@@ -65,12 +65,12 @@ func addServerRules(t *testing.T, dsn, table string, deferred bool) {
 // nothing twice; a second replay from the start adds nothing either.
 func TestServerRefusedRows(t *testing.T) {
 	const last = 299
-	for _, mode := range []string{ModeAppend, ModeUpsert} {
+	for _, mode := range []string{modeAppend, modeUpsert} {
 		t.Run(mode, func(t *testing.T) {
 			dsn := newDB(t)
 			table := "orders"
 			cfg := appendConfig(t, dsn)
-			if mode == ModeUpsert {
+			if mode == modeUpsert {
 				table = "latest"
 				cfg = upsertConfig(t, dsn)
 				cfg.Key = []string{"id"}
@@ -78,7 +78,7 @@ func TestServerRefusedRows(t *testing.T) {
 			} else {
 				execSQL(t, dsn, appendTable)
 			}
-			addServerRules(t, dsn, table, mode == ModeAppend)
+			addServerRules(t, dsn, table, mode == modeAppend)
 			rules := serverRules(table)
 			events := sinktest.Events("3", 0, last)
 			bad := map[int64]serverRule{}

@@ -33,7 +33,7 @@ func (e *eventError) Unwrap() error { return e.err }
 // destOf returns the table ev goes to. An error of the event itself is an
 // *eventError; any other error (the database unreachable while a new
 // table is looked up) fails the batch.
-func (s *Sink) destOf(ctx context.Context, ev *sinks.Event) (*dest, error) {
+func (s *sink) destOf(ctx context.Context, ev *sinks.Event) (*dest, error) {
 	r := s.routes[0]
 	if s.sel != nil {
 		i, err := s.sel.Select(ev)
@@ -54,7 +54,7 @@ func (s *Sink) destOf(ctx context.Context, ev *sinks.Event) (*dest, error) {
 
 // templated returns the dest of a table a templated route rendered,
 // checking (or creating) the table the first time.
-func (s *Sink) templated(ctx context.Context, r *route, name string, parts []string) (*dest, error) {
+func (s *sink) templated(ctx context.Context, r *route, name string, parts []string) (*dest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dests[name]
@@ -96,7 +96,7 @@ func (s *Sink) templated(ctx context.Context, r *route, name string, parts []str
 }
 
 // prepareTemplated checks (or creates) d's table on a pool connection.
-func (s *Sink) prepareTemplated(ctx context.Context, d *dest) error {
+func (s *sink) prepareTemplated(ctx context.Context, d *dest) error {
 	conn, release, err := s.acquire(ctx)
 	if err != nil {
 		return classify(err)

@@ -19,8 +19,8 @@ func BenchmarkRoutedAppend(b *testing.B) {
 	for _, t := range []string{"single", "paid", "unpaid"} {
 		execSQL(b, dsn, `CREATE TABLE `+t+` (`+benchColumnsDDL+`)`)
 	}
-	single := newTestSink(b, &Config{DSN: secret.String(dsn), Table: "single", Columns: cols, PoolSize: 1})
-	routed := newTestSink(b, &Config{DSN: secret.String(dsn), PoolSize: 1, Routes: []Route{
+	single := newTestSink(b, &sinkConfig{DSN: secret.String(dsn), Table: "single", Columns: cols, PoolSize: 1})
+	routed := newTestSink(b, &sinkConfig{DSN: secret.String(dsn), PoolSize: 1, Routes: []routeConfig{
 		{When: `$.paid == true`, Table: "paid", Columns: cols},
 		{Table: "unpaid", Columns: cols},
 	}})
@@ -29,7 +29,7 @@ func BenchmarkRoutedAppend(b *testing.B) {
 		events[i] = sinks.Event{Partition: "0", SequenceNumber: int64(i), Offset: "0", Body: benchBody(i)}
 	}
 	ctx := context.Background()
-	run := func(s *Sink, partition string) time.Duration {
+	run := func(s *sink, partition string) time.Duration {
 		w, _, err := s.Open(ctx, partition)
 		if err != nil {
 			b.Fatal(err)

@@ -16,13 +16,13 @@ import (
 
 // routedConfig sends the kit's events of customers c-0..c-2 to table
 // low and the others to table high, in mode.
-func routedConfig(t testing.TB, dsn, mode string) *Config {
+func routedConfig(t testing.TB, dsn, mode string) *sinkConfig {
 	t.Helper()
-	cfg := &Config{DSN: secret.String(dsn), Mode: mode, CreateTable: true, PoolSize: 2, Routes: []Route{
+	cfg := &sinkConfig{DSN: secret.String(dsn), Mode: mode, CreateTable: true, PoolSize: 2, Routes: []routeConfig{
 		{Name: "low", When: `$.customer in ['c-0', 'c-1', 'c-2']`, Table: "low", Columns: kitColumns(t)},
 		{Table: "public.high", Columns: kitColumns(t)},
 	}}
-	if mode == ModeUpsert {
+	if mode == modeUpsert {
 		for i := range cfg.Routes {
 			cfg.Routes[i].Key = []string{"customer"}
 		}
@@ -36,21 +36,21 @@ func TestRoutedConfigValidate(t *testing.T) {
 	cols := kitColumns(t)
 	cases := []struct {
 		name string
-		cfg  Config
+		cfg  sinkConfig
 		want []string // field paths with a problem
 	}{
-		{"valid", Config{DSN: "postgres://x@h/db", Routes: []Route{
+		{"valid", sinkConfig{DSN: "postgres://x@h/db", Routes: []routeConfig{
 			{When: `$.type == 'a'`, Table: "a", Columns: cols}, {Table: "events_{$.type}", Columns: cols}}}, nil},
-		{"sink-level table with routes", Config{DSN: "postgres://x@h/db", Table: "t", Columns: cols,
-			Routes: []Route{{Table: "a", Columns: cols}}}, []string{"table", "columns"}},
-		{"bad condition", Config{DSN: "postgres://x@h/db", Routes: []Route{
+		{"sink-level table with routes", sinkConfig{DSN: "postgres://x@h/db", Table: "t", Columns: cols,
+			Routes: []routeConfig{{Table: "a", Columns: cols}}}, []string{"table", "columns"}},
+		{"bad condition", sinkConfig{DSN: "postgres://x@h/db", Routes: []routeConfig{
 			{When: `$.type = 'a'`, Table: "a", Columns: cols}, {Table: "b", Columns: cols}}}, []string{"routes[0].when"}},
-		{"unreachable after the default", Config{DSN: "postgres://x@h/db", Routes: []Route{
+		{"unreachable after the default", sinkConfig{DSN: "postgres://x@h/db", Routes: []routeConfig{
 			{Table: "a", Columns: cols}, {When: `$.type == 'b'`, Table: "b", Columns: cols}}}, []string{"routes[1].when"}},
-		{"route problems", Config{DSN: "postgres://x@h/db", Mode: ModeUpsert, Routes: []Route{
+		{"route problems", sinkConfig{DSN: "postgres://x@h/db", Mode: modeUpsert, Routes: []routeConfig{
 			{When: `$.a == 1`, Table: "", Columns: cols}, {Table: "t_{$.x", Key: []string{"nope"}}}},
 			[]string{"routes[0].table", "routes[0].key", "routes[1].table", "routes[1].key[0]", "routes[1].columns"}},
-		{"negative max_tables", Config{DSN: "postgres://x@h/db", Routes: []Route{
+		{"negative max_tables", sinkConfig{DSN: "postgres://x@h/db", Routes: []routeConfig{
 			{Table: "t_{$.x}", Columns: cols, MaxTables: -1}}}, []string{"routes[0].max_tables"}},
 	}
 	for _, tc := range cases {
@@ -83,7 +83,7 @@ func TestRoutedConfigValidate(t *testing.T) {
 func TestRoutedCrashAtEachStep(t *testing.T) {
 	const last = 299
 	events := sinktest.Events("0", 0, last)
-	for _, mode := range []string{ModeAppend, ModeUpsert} {
+	for _, mode := range []string{modeAppend, modeUpsert} {
 		for _, point := range []string{faultBeforeCopy, faultBeforeCommit, "after-commit", "checkpoint"} {
 			t.Run(mode+"/"+point, func(t *testing.T) {
 				dsn := newDB(t)
@@ -104,7 +104,7 @@ func wantRouted(t *testing.T, dsn, mode string, last int64) {
 	t.Helper()
 	var low, high []int64
 	for seq := int64(0); seq <= last; seq++ {
-		if mode == ModeUpsert && seq+7 <= last {
+		if mode == modeUpsert && seq+7 <= last {
 			continue // not the newest of its key
 		}
 		if lowCustomer(seq) {
@@ -131,7 +131,7 @@ func TestRoutedTemplatedTables(t *testing.T) {
 	execSQL(t, dsn, `CREATE TABLE ev_b (id text, kind text)`)
 	execSQL(t, dsn, `CREATE TABLE ev_c (id text, kind text)`)
 	cols := mustCols(t, map[string]any{"id": "$.id", "kind": "$.kind"})
-	cfg := &Config{DSN: secret.String(dsn), PoolSize: 2, Routes: []Route{
+	cfg := &sinkConfig{DSN: secret.String(dsn), PoolSize: 2, Routes: []routeConfig{
 		{Name: "skip", When: `$.kind == 'heartbeat'`, Table: "beats", Columns: cols},
 		{Name: "by kind", When: `exists($.kind)`, Table: "ev_{$.kind}", Columns: cols, MaxTables: 3},
 	}}
@@ -208,7 +208,7 @@ func TestRoutedTemplatedTables(t *testing.T) {
 // with its table in the reason; the other table's rows of the flush commit.
 func TestRoutedRefusedRowNamesTable(t *testing.T) {
 	dsn := newDB(t)
-	cfg := routedConfig(t, dsn, ModeAppend)
+	cfg := routedConfig(t, dsn, modeAppend)
 	execSQL(t, dsn, `CREATE TABLE high (id text NOT NULL, seq bigint, customer text, amount numeric(12,2) CHECK (amount >= 0),
 		ts timestamptz, part text NOT NULL, enqueued timestamptz NOT NULL)`)
 	s := newTestSink(t, cfg)
@@ -239,7 +239,7 @@ func mustCols(t testing.TB, m map[string]any) mapping.Columns {
 // (two tables, append and upsert): restarts, replays, two owners at once
 // and dead letters hold across both tables.
 func TestRoutedConformance(t *testing.T) {
-	for _, mode := range []string{ModeAppend, ModeUpsert} {
+	for _, mode := range []string{modeAppend, modeUpsert} {
 		t.Run(mode, func(t *testing.T) {
 			dsns := map[string]string{}
 			var mu sync.Mutex
@@ -255,7 +255,7 @@ func TestRoutedConformance(t *testing.T) {
 				New: func(t *testing.T) sinks.Sink {
 					cfg := routedConfig(t, dsnFor(t), mode)
 					for i := range cfg.Routes {
-						if mode == ModeUpsert {
+						if mode == modeUpsert {
 							cfg.Routes[i].Key = []string{"id"} // one row per event, so every seq is visible
 						}
 					}
@@ -282,7 +282,7 @@ func TestRoutedConformance(t *testing.T) {
 func TestRoutedTableOfTwoRoutes(t *testing.T) {
 	dsn := newDB(t)
 	cols := mustCols(t, map[string]any{"id": "$.id", "kind": "$.kind"})
-	cfg := &Config{DSN: secret.String(dsn), PoolSize: 1, CreateTable: true, Routes: []Route{
+	cfg := &sinkConfig{DSN: secret.String(dsn), PoolSize: 1, CreateTable: true, Routes: []routeConfig{
 		{Name: "fixed", When: `$.kind == 'fixed'`, Table: "ev_a", Columns: cols},
 		{Name: "by kind", Table: "ev_{$.kind}", Columns: cols},
 	}}

@@ -11,7 +11,7 @@ import (
 // TableShape returns the sink's routes as package table declares them:
 // the running sink and `ehsink test` render and check a templated table
 // with the same function (renderTable).
-func (c *Config) TableShape() (table.Shape, error) {
+func (c *sinkConfig) TableShape() (table.Shape, error) {
 	d := c.withDefaults()
 	s := table.Shape{Routed: len(d.Routes) > 0, Format: d.Format, Delete: d.Delete}
 	for i, rc := range d.routes() {

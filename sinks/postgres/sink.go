@@ -28,12 +28,12 @@ type driver struct{}
 
 // NewConfig returns a Config with its defaults set.
 func (driver) NewConfig() any {
-	return &Config{Mode: ModeAppend, PoolSize: DefaultPoolSize, Format: cdc.FormatJSON, TombstoneRetention: DefaultTombstoneRetention}
+	return &sinkConfig{Mode: modeAppend, PoolSize: defaultPoolSize, Format: cdc.FormatJSON, TombstoneRetention: defaultTombstoneRetention}
 }
 
 // New builds a Sink from a *Config.
 func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, error) {
-	c, ok := cfg.(*Config)
+	c, ok := cfg.(*sinkConfig)
 	if !ok {
 		return nil, fmt.Errorf("postgres: config is %T, want *postgres.Config", cfg)
 	}
@@ -46,12 +46,12 @@ const (
 	faultBeforeCommit = "before-commit" // everything copied, before COMMIT
 )
 
-// Sink writes events into PostgreSQL tables: one, or one per route. It is
+// sink writes events into PostgreSQL tables: one, or one per route. It is
 // safe for concurrent use; its writers are not (one goroutine per
 // partition).
-type Sink struct {
+type sink struct {
 	pool   *pgxpool.Pool
-	cfg    Config
+	cfg    sinkConfig
 	info   sinks.Info
 	log    *slog.Logger
 	upsert bool
@@ -84,7 +84,7 @@ type Sink struct {
 // route is one compiled route (the whole connector's, without routes).
 type route struct {
 	name   string
-	cfg    Route
+	cfg    routeConfig
 	tmpl   *expr.Template // nil for a literal table
 	mapper *mapping.Mapper
 	// rules, for a connector that deletes (format: debezium or a delete
@@ -132,16 +132,16 @@ const retryDestAfter = time.Minute
 // the sink's state tables, and returns the sink. ctx bounds the call only.
 // cfg is validated first; its defaults are applied to a copy. Tables of
 // templated routes are checked when an event first names them.
-func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
+func New(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: connector %q: %w", info.Connector, err)
 	}
 	c := cfg.withDefaults()
-	s := &Sink{
+	s := &sink{
 		cfg:     c,
 		info:    info,
 		log:     info.Logger,
-		upsert:  c.Mode == ModeUpsert,
+		upsert:  c.Mode == modeUpsert,
 		wmTable: c.Table,
 		dests:   map[string]*dest{},
 	}
@@ -200,7 +200,7 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 
 // compileRoute compiles one route; a route without placeholders gets its
 // dest.
-func (s *Sink) compileRoute(rc Route) (*route, error) {
+func (s *sink) compileRoute(rc routeConfig) (*route, error) {
 	cols := slices.Clone(rc.Columns)
 	for i := range cols {
 		if slices.Contains(rc.Key, cols[i].Name) {
@@ -225,7 +225,7 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 		r.name = rc.Table
 	}
 	if r.cfg.MaxTables == 0 {
-		r.cfg.MaxTables = DefaultMaxTables
+		r.cfg.MaxTables = defaultMaxTables
 	}
 	for i, col := range cols {
 		switch col.Type.Kind {
@@ -257,7 +257,7 @@ func (s *Sink) compileRoute(rc Route) (*route, error) {
 
 // newDest builds the dest of table name (split into parts) for route r.
 // The caller holds s.mu or owns s alone.
-func (s *Sink) newDest(r *route, name string, parts []string) *dest {
+func (s *sink) newDest(r *route, name string, parts []string) *dest {
 	d := &dest{id: s.nextID, r: r, name: name, target: pgx.Identifier(parts)}
 	s.nextID++
 	d.sqlCopy = copySQL(d.target, r.copyCols)
@@ -267,7 +267,7 @@ func (s *Sink) newDest(r *route, name string, parts []string) *dest {
 
 // prepare creates the state tables and creates or checks the tables of
 // the routes without placeholders.
-func (s *Sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
+func (s *sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 	errf := func(format string, args ...any) error {
 		return fmt.Errorf("postgres: connector %q: "+format, append([]any{s.info.Connector}, args...)...)
 	}
@@ -319,7 +319,7 @@ var errNoTable = errors.New("table does not exist (create it, or set create_tabl
 
 // prepareDest creates or checks d's table in tx and, for upserts, checks
 // that the key has a unique index.
-func (s *Sink) prepareDest(ctx context.Context, tx pgx.Tx, d *dest) error {
+func (s *sink) prepareDest(ctx context.Context, tx pgx.Tx, d *dest) error {
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, d.target.Sanitize()).Scan(&exists); err != nil {
 		return classify(err)
@@ -359,7 +359,7 @@ func (s *Sink) prepareDest(ctx context.Context, tx pgx.Tx, d *dest) error {
 
 // checkColumns compares d's table's columns with the mapping, and returns
 // the array types of the copied columns (d.r.copyCols).
-func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) ([]string, error) {
+func (s *sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) ([]string, error) {
 	rows, err := tx.Query(ctx, columnsSQL, d.target.Sanitize())
 	if err != nil {
 		return nil, classify(err)
@@ -417,7 +417,7 @@ func (s *Sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) ([]string, 
 }
 
 // Open reads the partition's watermark and returns a writer for it.
-func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
 	wm, err := s.readWatermark(ctx, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: connector %q partition %s: read watermark: %w", s.info.Connector, partition, err)
@@ -426,11 +426,11 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	return w, clonePos(wm), nil
 }
 
-func (s *Sink) wmKey(partition string) []any {
+func (s *sink) wmKey(partition string) []any {
 	return []any{s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.wmTable, partition}
 }
 
-func (s *Sink) readWatermark(ctx context.Context, partition string) (*sinks.Position, error) {
+func (s *sink) readWatermark(ctx context.Context, partition string) (*sinks.Position, error) {
 	var p sinks.Position
 	err := s.pool.QueryRow(ctx, s.sqlReadWM, s.wmKey(partition)...).Scan(&p.SequenceNumber, &p.Offset)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -444,7 +444,7 @@ func (s *Sink) readWatermark(ctx context.Context, partition string) (*sinks.Posi
 
 // Close closes the sink's idle connections; connections in use by writers
 // are closed as they are returned. It is idempotent.
-func (s *Sink) Close(ctx context.Context) error {
+func (s *sink) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		if s.pool != nil {
 			s.pool.Close()
@@ -453,7 +453,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	return nil
 }
 
-func (s *Sink) fault(point string) error {
+func (s *sink) fault(point string) error {
 	if s.faults == nil {
 		return nil
 	}

@@ -25,31 +25,31 @@ func TestRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, ok := d.NewConfig().(*Config)
-	if !ok || cfg.Mode != ModeAppend || cfg.PoolSize != DefaultPoolSize {
+	cfg, ok := d.NewConfig().(*sinkConfig)
+	if !ok || cfg.Mode != modeAppend || cfg.PoolSize != defaultPoolSize {
 		t.Fatalf("NewConfig() = %#v", d.NewConfig())
 	}
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := func() *Config { return appendConfig(t, "postgres://u:hunter2@localhost/db?sslmode=disable") }
+	good := func() *sinkConfig { return appendConfig(t, "postgres://u:hunter2@localhost/db?sslmode=disable") }
 	tests := []struct {
 		name   string
-		change func(c *Config)
+		change func(c *sinkConfig)
 		fields []string
 	}{
-		{"valid", func(c *Config) {}, nil},
-		{"keyword dsn", func(c *Config) { c.DSN = "host=localhost dbname=db password=hunter2 sslmode=require" }, nil},
-		{"missing dsn and table", func(c *Config) { c.DSN, c.Table = "", "" }, []string{"dsn", "table"}},
-		{"bad dsn", func(c *Config) { c.DSN = "postgres://u:hunter2@[::1" }, []string{"dsn"}},
-		{"bad table", func(c *Config) { c.Table = "a.b.c" }, []string{"table"}},
-		{"bad mode", func(c *Config) { c.Mode = "merge" }, []string{"mode"}},
-		{"key in append", func(c *Config) { c.Key = []string{"id"} }, []string{"key"}},
-		{"upsert without key", func(c *Config) { c.Mode = ModeUpsert }, []string{"key"}},
-		{"upsert unknown key", func(c *Config) { c.Mode, c.Key = ModeUpsert, []string{"nope"} }, []string{"key[0]"}},
-		{"no columns", func(c *Config) { c.Columns = nil }, []string{"columns"}},
-		{"reserved column", func(c *Config) { c.Columns[0].Name = "_ehsink_x" }, []string{"columns._ehsink_x"}},
-		{"negative pool", func(c *Config) { c.PoolSize = -1 }, []string{"pool_size"}},
+		{"valid", func(c *sinkConfig) {}, nil},
+		{"keyword dsn", func(c *sinkConfig) { c.DSN = "host=localhost dbname=db password=hunter2 sslmode=require" }, nil},
+		{"missing dsn and table", func(c *sinkConfig) { c.DSN, c.Table = "", "" }, []string{"dsn", "table"}},
+		{"bad dsn", func(c *sinkConfig) { c.DSN = "postgres://u:hunter2@[::1" }, []string{"dsn"}},
+		{"bad table", func(c *sinkConfig) { c.Table = "a.b.c" }, []string{"table"}},
+		{"bad mode", func(c *sinkConfig) { c.Mode = "merge" }, []string{"mode"}},
+		{"key in append", func(c *sinkConfig) { c.Key = []string{"id"} }, []string{"key"}},
+		{"upsert without key", func(c *sinkConfig) { c.Mode = modeUpsert }, []string{"key"}},
+		{"upsert unknown key", func(c *sinkConfig) { c.Mode, c.Key = modeUpsert, []string{"nope"} }, []string{"key[0]"}},
+		{"no columns", func(c *sinkConfig) { c.Columns = nil }, []string{"columns"}},
+		{"reserved column", func(c *sinkConfig) { c.Columns[0].Name = "_ehsink_x" }, []string{"columns._ehsink_x"}},
+		{"negative pool", func(c *sinkConfig) { c.PoolSize = -1 }, []string{"pool_size"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestConformance(t *testing.T) {
 			name := t.Name()
 			if dsns[name] == "" {
 				dsns[name] = newDB(t)
-				if mode == ModeAppend {
+				if mode == modeAppend {
 					execSQL(t, dsns[name], appendTable)
 				}
 			}
@@ -134,14 +134,14 @@ func TestConformance(t *testing.T) {
 		return sinktest.Harness{
 			New: func(t *testing.T) sinks.Sink {
 				cfg := appendConfig(t, dsnFor(t))
-				if mode == ModeUpsert {
+				if mode == modeUpsert {
 					cfg = upsertConfig(t, dsnFor(t))
 					cfg.Key = []string{"id"} // one row per event, so every seq is visible
 				}
 				return newTestSink(t, cfg)
 			},
 			Committed: func(t *testing.T, partition string) []int64 {
-				if mode == ModeUpsert {
+				if mode == modeUpsert {
 					return queryInts(t, dsnFor(t), `SELECT seq FROM latest WHERE part = $1 ORDER BY seq`, partition)
 				}
 				return queryInts(t, dsnFor(t), `SELECT seq FROM orders WHERE part = $1 ORDER BY rid`, partition)
@@ -154,7 +154,7 @@ func TestConformance(t *testing.T) {
 			Fencing: true,
 		}
 	}
-	for _, mode := range []string{ModeAppend, ModeUpsert} {
+	for _, mode := range []string{modeAppend, modeUpsert} {
 		t.Run(mode, func(t *testing.T) { sinktest.Run(t, harness(mode)) })
 	}
 }
@@ -165,17 +165,17 @@ func TestConformance(t *testing.T) {
 func TestCrashAtEachStep(t *testing.T) {
 	const last = 299
 	events := sinktest.Events("0", 0, last)
-	for _, mode := range []string{ModeAppend, ModeUpsert} {
+	for _, mode := range []string{modeAppend, modeUpsert} {
 		for _, point := range []string{faultBeforeCopy, faultBeforeCommit, "after-commit", "checkpoint"} {
 			t.Run(mode+"/"+point, func(t *testing.T) {
 				dsn := newDB(t)
 				cfg := upsertConfig(t, dsn)
-				if mode == ModeAppend {
+				if mode == modeAppend {
 					execSQL(t, dsn, appendTable)
 					cfg = appendConfig(t, dsn)
 				}
 				crashAndRestart(t, cfg, &checkpointStore{seq: map[string]int64{}}, events, point)
-				if mode == ModeAppend {
+				if mode == modeAppend {
 					wantExactlyOnce(t, queryInts(t, dsn, `SELECT seq FROM orders`), 0, last)
 					return
 				}
@@ -332,12 +332,12 @@ func TestMalformedEvents(t *testing.T) {
 // its own sink (two processes), over the same events in different batch
 // sizes: every event is written once, none is missing.
 func TestFencingRace(t *testing.T) {
-	for _, mode := range []string{ModeAppend, ModeUpsert} {
+	for _, mode := range []string{modeAppend, modeUpsert} {
 		t.Run(mode, func(t *testing.T) {
 			dsn := newDB(t)
 			cfg := upsertConfig(t, dsn)
 			cfg.Key = []string{"id"}
-			if mode == ModeAppend {
+			if mode == modeAppend {
 				execSQL(t, dsn, appendTable)
 				cfg = appendConfig(t, dsn)
 			}
@@ -345,7 +345,7 @@ func TestFencingRace(t *testing.T) {
 			events := sinktest.Events("1", 0, last)
 			a, b := newTestSink(t, cfg), newTestSink(t, cfg)
 			var wg sync.WaitGroup
-			for i, s := range []*Sink{a, b} {
+			for i, s := range []*sink{a, b} {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -354,7 +354,7 @@ func TestFencingRace(t *testing.T) {
 			}
 			wg.Wait()
 			table := "orders"
-			if mode == ModeUpsert {
+			if mode == modeUpsert {
 				table = "latest"
 			}
 			wantExactlyOnce(t, queryInts(t, dsn, `SELECT seq FROM `+table), 0, last)
@@ -465,18 +465,20 @@ func TestPermanentErrors(t *testing.T) {
 	tests := []struct {
 		name  string
 		setup string
-		cfg   func(c *Config)
+		cfg   func(c *sinkConfig)
 		want  string
 	}{
-		{"missing table", ``, func(c *Config) {}, "table does not exist"},
-		{"missing column", `CREATE TABLE orders (id text, seq bigint)`, func(c *Config) {}, `column "customer": not in the table`},
-		{"type mismatch", strings.Replace(appendTable, "seq bigint", "seq boolean", 1), func(c *Config) {}, `column "seq": the table has boolean`},
-		{"upsert without hidden columns", appendTable, func(c *Config) { c.Mode, c.Key = ModeUpsert, []string{"id"} }, "hidden ordering columns"},
+		{"missing table", ``, func(c *sinkConfig) {}, "table does not exist"},
+		{"missing column", `CREATE TABLE orders (id text, seq bigint)`, func(c *sinkConfig) {}, `column "customer": not in the table`},
+		{"type mismatch", strings.Replace(appendTable, "seq bigint", "seq boolean", 1), func(c *sinkConfig) {}, `column "seq": the table has boolean`},
+		{"upsert without hidden columns", appendTable, func(c *sinkConfig) { c.Mode, c.Key = modeUpsert, []string{"id"} }, "hidden ordering columns"},
 		{"upsert key without unique index", strings.TrimSuffix(appendTable, ")") + ", _ehsink_partition text, _ehsink_seq bigint)",
-			func(c *Config) { c.Mode, c.Key = ModeUpsert, []string{"id"} }, "unique index"},
+			func(c *sinkConfig) { c.Mode, c.Key = modeUpsert, []string{"id"} }, "unique index"},
 		// PostgreSQL 15 grants no CREATE on schema public to PUBLIC.
 		{"permission denied", appendTable + `; CREATE ROLE limited LOGIN`,
-			func(c *Config) { c.DSN = secret.String(strings.Replace(c.DSN.Reveal(), "postgres@", "limited@", 1)) }, "permission denied"},
+			func(c *sinkConfig) {
+				c.DSN = secret.String(strings.Replace(c.DSN.Reveal(), "postgres@", "limited@", 1))
+			}, "permission denied"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -596,11 +598,11 @@ func TestTableLimitsArePerEvent(t *testing.T) {
 	// char(n) columns: format_type names them bpchar without their
 	// length, "character(n)" with it; the upsert's arrays are bpchar[].
 	t.Run("char", func(t *testing.T) {
-		for _, mode := range []string{ModeAppend, ModeUpsert} {
+		for _, mode := range []string{modeAppend, modeUpsert} {
 			t.Run(mode, func(t *testing.T) {
 				dsn := newDB(t)
 				cfg := appendConfig(t, dsn)
-				if mode == ModeUpsert {
+				if mode == modeUpsert {
 					cfg = upsertConfig(t, dsn)
 					cfg.CreateTable = false
 					cfg.Table = "orders"

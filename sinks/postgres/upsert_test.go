@@ -52,8 +52,8 @@ func TestUpsertArrays(t *testing.T) {
 					sep = "&"
 				}
 			}
-			s := newTestSink(t, &Config{DSN: secret.String(dsn + sep + "default_query_exec_mode=" + mode), Table: "enc",
-				Mode: ModeUpsert, Key: []string{"id"}, Columns: cols, CreateTable: true, PoolSize: 1})
+			s := newTestSink(t, &sinkConfig{DSN: secret.String(dsn + sep + "default_query_exec_mode=" + mode), Table: "enc",
+				Mode: modeUpsert, Key: []string{"id"}, Columns: cols, CreateTable: true, PoolSize: 1})
 			ctx := testCtx(t)
 			wr, _, err := s.Open(ctx, "0")
 			if err != nil {

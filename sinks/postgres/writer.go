@@ -49,7 +49,7 @@ type deadLetter struct {
 
 // writer writes one partition. It is used by one goroutine at a time.
 type writer struct {
-	s         *Sink
+	s         *sink
 	partition string
 	wm        *sinks.Position // the committed watermark, as last read or written
 	// bufs are the buffered rows, one buffer per table, in the order of
@@ -668,7 +668,7 @@ func (d *deadSource) Err() error { return nil }
 // back; after a failure it closes the connection first: after a failed COPY
 // or COMMIT its state is not worth trusting, and a new one is cheap next to
 // a retry (the pool drops a closed connection on Release).
-func (s *Sink) acquire(ctx context.Context) (conn *pgx.Conn, release func(failed bool), err error) {
+func (s *sink) acquire(ctx context.Context) (conn *pgx.Conn, release func(failed bool), err error) {
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
