@@ -104,7 +104,7 @@ func (s *Spec) withDefaults() {
 	if cp.File != nil && cp.File.Dir == "" {
 		cp.File.Dir = defaultCheckpointDir
 	}
-	if cp.EveryEvents == 0 && cp.EveryInterval == 0 {
+	if cp.EveryInterval == 0 {
 		// Measured (bench-e2e): a checkpoint after every flush costs a
 		// store write per batch per partition (a Blob write, or a file
 		// write and two fsyncs) on the partition's path between commits.

@@ -341,13 +341,14 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	if s.Checkpoint.EveryInterval != time.Second || s.Checkpoint.EveryEvents != 0 {
 		t.Errorf("checkpoint policy: every %s or %d events, want every 1s by default", s.Checkpoint.EveryInterval, s.Checkpoint.EveryEvents)
 	}
-	// A policy of the user's own is kept: every_events alone gets no interval.
+	// Each zero has one meaning: every_events alone keeps the 1s interval
+	// (whichever comes first).
 	c2, err := loadYAML(t, strings.Replace(minimal, "    sink:", "    checkpoint: {every_events: 1}\n    sink:", 1), testEnv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp := c2.Connectors[0].Checkpoint; cp.EveryEvents != 1 || cp.EveryInterval != 0 {
-		t.Errorf("checkpoint policy with every_events: 1: every %s or %d events, want every event and no interval", cp.EveryInterval, cp.EveryEvents)
+	if cp := c2.Connectors[0].Checkpoint; cp.EveryEvents != 1 || cp.EveryInterval != time.Second {
+		t.Errorf("checkpoint policy with every_events: 1: every %s or %d events, want every event or 1s", cp.EveryInterval, cp.EveryEvents)
 	}
 	if c.DrainTimeout != 30*time.Second || !reflect.DeepEqual(c.Emulator.Hubs, map[string]int{"orders": 4}) {
 		t.Errorf("drain %s, hubs %v", c.DrainTimeout, c.Emulator.Hubs)

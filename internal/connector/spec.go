@@ -183,12 +183,14 @@ type CheckpointSpec struct {
 	Blob *BlobCheckpointSpec `yaml:"blob"`
 	// File stores checkpoints in a local directory, in the same layout.
 	File *FileCheckpointSpec `yaml:"file"`
-	// EveryEvents checkpoints after at least this many events were committed
-	// by the sink (1: after every flush).
+	// EveryEvents checkpoints after a flush once at least this many events
+	// were committed since the last checkpoint (1: after every flush). If
+	// zero, only EveryInterval counts.
 	EveryEvents int `yaml:"every_events"`
-	// EveryInterval checkpoints at most this often. If both are zero, 1s.
-	// Checkpoints are always written when a partition closes, goes quiet
-	// (an empty batch) and on shutdown.
+	// EveryInterval checkpoints after a flush once this long has passed
+	// since the last checkpoint (or EveryEvents is reached first). If
+	// zero, 1s. Checkpoints are always written when a partition closes,
+	// goes quiet (an empty batch) and on shutdown.
 	EveryInterval time.Duration `yaml:"every_interval"`
 }
 
