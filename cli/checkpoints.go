@@ -90,16 +90,14 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "ehsink checkpoints %s: "+format+"\n", append([]any{verb}, a...)...)
 		return exitUsage
 	}
-	if *configPath == "" {
+	switch {
+	case *configPath == "":
 		return usage("-c connectors.yaml is required")
-	}
-	if verb == "list" && (*to != "" || *yes || *force || len(parts) > 0) {
+	case verb == "list" && (*to != "" || *yes || *force || len(parts) > 0):
 		return usage("--to, --yes, --force and --partition go with reset")
-	}
-	if verb == "reset" && *stalled != 0 {
+	case verb == "reset" && *stalled != 0:
 		return usage("--stalled-after goes with list")
-	}
-	if *stalled < 0 {
+	case *stalled < 0:
 		return usage("--stalled-after must be positive")
 	}
 	var target resetTarget
@@ -110,14 +108,9 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 
-	cfg, err := connector.Load(*configPath, connector.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "ehsink checkpoints: %v\n", err)
-		return exitUsage
-	}
-	spec, err := pickConnector(cfg, *name)
-	if err != nil {
-		return usage("%v", err)
+	cfg, spec, code, ok := loadConnector(*configPath, *name, stderr, usage)
+	if !ok {
+		return code
 	}
 	cs, err := newCheckpointSession(ctx, cfg, spec, *conn)
 	if err != nil {
@@ -136,22 +129,43 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		if cs.stalledAfter == 0 {
 			cs.stalledAfter = 2 * max(cs.expiration, spec.Checkpoint.EveryInterval)
 		}
-		notes := cs.assess(ctx, rows, time.Now())
-		cs.print(stdout, rows)
-		for _, r := range rows {
-			if r.health.note != "" {
-				fmt.Fprintf(stderr, "ehsink checkpoints: connector %q partition %s: %s: %s\n", spec.Name, r.id, r.health.status, r.health.note)
-			}
-		}
-		if notes != nil {
-			fmt.Fprintf(stderr, "ehsink checkpoints: connector %q: checkpoint times not read, STALLED not judged: %v\n", spec.Name, notes)
-		}
-		if cs.hubErr != nil {
-			fmt.Fprintf(stderr, "ehsink checkpoints: connector %q: event hub not reachable, no lag shown: %v\n", spec.Name, cs.hubErr)
-		}
+		cs.list(ctx, spec.Name, rows, stdout, stderr)
 		return exitOK
 	}
 	return cs.reset(ctx, rows, target, parts, *yes, *force, stdout, stderr)
+}
+
+// list prints rows as a table on stdout, with a line on stderr for each
+// partition that needs a look and for what could not be read.
+func (cs *checkpointSession) list(ctx context.Context, connector string, rows []partitionRow, stdout, stderr io.Writer) {
+	notes := cs.assess(ctx, rows, time.Now())
+	cs.print(stdout, rows)
+	for _, r := range rows {
+		if r.health.note != "" {
+			fmt.Fprintf(stderr, "ehsink checkpoints: connector %q partition %s: %s: %s\n", connector, r.id, r.health.status, r.health.note)
+		}
+	}
+	if notes != nil {
+		fmt.Fprintf(stderr, "ehsink checkpoints: connector %q: checkpoint times not read, STALLED not judged: %v\n", connector, notes)
+	}
+	if cs.hubErr != nil {
+		fmt.Fprintf(stderr, "ehsink checkpoints: connector %q: event hub not reachable, no lag shown: %v\n", connector, cs.hubErr)
+	}
+}
+
+// loadConnector loads the config at path and picks the connector name (or
+// the only one); on a problem it reports it and returns the exit code.
+func loadConnector(path, name string, stderr io.Writer, usage func(string, ...any) int) (*connector.Config, *connector.Spec, int, bool) {
+	cfg, err := connector.Load(path, connector.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink checkpoints: %v\n", err)
+		return nil, nil, exitUsage, false
+	}
+	spec, err := pickConnector(cfg, name)
+	if err != nil {
+		return nil, nil, usage("%v", err), false
+	}
+	return cfg, spec, 0, true
 }
 
 // checkpointSession is what the checkpoints command works with: the

@@ -27,29 +27,42 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 // runEmulator runs `ehsink emulator`: an Event Hubs emulator on loopback
 // until ctx is cancelled (SIGINT/SIGTERM). The first line of stdout is the
 // connection string of the first hub, then one line per further hub.
-func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// emulatorFlags are the flags of the emulator command.
+type emulatorFlags struct {
+	fs                                 *flag.FlagSet
+	hubs, groups, keys, rights, keyHub repeated
+	listen, tlsListen                  *string
+	tlsCert, tlsKey, tlsCertOut        *string
+	dataDir, fsync, admin              *string
+	logLevel, logFormat                *string
+	useTLS                             *bool
+	retention                          *time.Duration
+	retentionBytes, maxMsg             *int64
+}
+
+func newEmulatorFlags(stderr io.Writer) *emulatorFlags {
 	fs := flag.NewFlagSet("emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var hubs, groups, keys, keyRights, keyHubs repeated
-	listen := fs.String("listen", "127.0.0.1:5672", "AMQP listen `address`; keep it on loopback unless you mean to expose it")
-	fs.Var(&hubs, "hub", "event hub as `name=partitions` (repeatable; default orders=4)")
-	fs.Var(&groups, "consumer-group", "consumer group `name` declared on every hub besides $Default (repeatable)")
-	fs.Var(&keys, "key", "SAS key as `name=key` (repeatable); with keys, tokens are verified and links authorized as on the service")
-	fs.Var(&keyRights, "key-rights", "rights of a --key as `name=listen,send,manage` (repeatable; default all)")
-	fs.Var(&keyHubs, "key-hub", "scope a --key to one event hub as `name=hub`, like an entity-level policy (repeatable)")
-	useTLS := fs.Bool("tls", false, "also listen for AMQPS (TLS), for SDKs that always use TLS; generates a certificate unless --tls-cert is given")
-	tlsListen := fs.String("tls-listen", "127.0.0.1:5671", "AMQPS listen `address` (with --tls)")
-	tlsCert := fs.String("tls-cert", "", "PEM certificate chain `file` for AMQPS (implies --tls; needs --tls-key)")
-	tlsKey := fs.String("tls-key", "", "PEM private key `file` for AMQPS (with --tls-cert)")
-	tlsCertOut := fs.String("tls-cert-out", ".ehsink/emulator-ca.pem", "`file` the certificate AMQPS clients should trust is written to (with --tls)")
-	dataDir := fs.String("data-dir", "", "keep events in segment files under `dir` so a restart serves them again (default: memory only)")
-	fsync := fs.String("fsync", "interval", "with --data-dir, when to fsync: `policy` interval (every second), always (every send) or never")
-	retention := fs.Duration("retention", 24*time.Hour, "drop events older than this `duration` (0 keeps them forever)")
-	retentionBytes := fs.Int64("retention-bytes", 0, "keep at most this many `bytes` per partition (0 = unlimited)")
-	maxMsg := fs.Int64("max-message-size", emulator.DefaultMaxMessageSize, "largest message (batch) in `bytes` a sender may send")
-	admin := fs.String("admin", "", "admin HTTP `address` for /health and fault injection, e.g. 127.0.0.1:5300 (default: off)")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "log `format`: text or json")
+	f := &emulatorFlags{fs: fs}
+	f.listen = fs.String("listen", "127.0.0.1:5672", "AMQP listen `address`; keep it on loopback unless you mean to expose it")
+	fs.Var(&f.hubs, "hub", "event hub as `name=partitions` (repeatable; default orders=4)")
+	fs.Var(&f.groups, "consumer-group", "consumer group `name` declared on every hub besides $Default (repeatable)")
+	fs.Var(&f.keys, "key", "SAS key as `name=key` (repeatable); with keys, tokens are verified and links authorized as on the service")
+	fs.Var(&f.rights, "key-rights", "rights of a --key as `name=listen,send,manage` (repeatable; default all)")
+	fs.Var(&f.keyHub, "key-hub", "scope a --key to one event hub as `name=hub`, like an entity-level policy (repeatable)")
+	f.useTLS = fs.Bool("tls", false, "also listen for AMQPS (TLS), for SDKs that always use TLS; generates a certificate unless --tls-cert is given")
+	f.tlsListen = fs.String("tls-listen", "127.0.0.1:5671", "AMQPS listen `address` (with --tls)")
+	f.tlsCert = fs.String("tls-cert", "", "PEM certificate chain `file` for AMQPS (implies --tls; needs --tls-key)")
+	f.tlsKey = fs.String("tls-key", "", "PEM private key `file` for AMQPS (with --tls-cert)")
+	f.tlsCertOut = fs.String("tls-cert-out", ".ehsink/emulator-ca.pem", "`file` the certificate AMQPS clients should trust is written to (with --tls)")
+	f.dataDir = fs.String("data-dir", "", "keep events in segment files under `dir` so a restart serves them again (default: memory only)")
+	f.fsync = fs.String("fsync", "interval", "with --data-dir, when to fsync: `policy` interval (every second), always (every send) or never")
+	f.retention = fs.Duration("retention", 24*time.Hour, "drop events older than this `duration` (0 keeps them forever)")
+	f.retentionBytes = fs.Int64("retention-bytes", 0, "keep at most this many `bytes` per partition (0 = unlimited)")
+	f.maxMsg = fs.Int64("max-message-size", emulator.DefaultMaxMessageSize, "largest message (batch) in `bytes` a sender may send")
+	f.admin = fs.String("admin", "", "admin HTTP `address` for /health and fault injection, e.g. 127.0.0.1:5300 (default: off)")
+	f.logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	f.logFormat = fs.String("log-format", "text", "log `format`: text or json")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: ehsink emulator [flags]
 
@@ -72,6 +85,12 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
+	return f
+}
+
+func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f := newEmulatorFlags(stderr)
+	fs := f.fs
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -82,65 +101,78 @@ Flags:
 		fmt.Fprintf(stderr, "ehsink emulator: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
+	cfg, err := f.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
+		return exitUsage
+	}
+	log, err := logflags.New(stderr, *f.logLevel, *f.logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
+		return exitUsage
+	}
+	cfg.Logger = log
+	return serveEmulator(ctx, cfg, stdout, stderr)
+}
+
+// config builds the emulator's config from the flags, or says which flag
+// is wrong.
+func (f *emulatorFlags) config() (emulator.Config, error) {
+	hubs := f.hubs
 	if len(hubs) == 0 {
 		hubs = repeated{"orders=4"}
 	}
-	fsyncPolicy, err := emulator.ParseFsyncPolicy(*fsync)
+	fsyncPolicy, err := emulator.ParseFsyncPolicy(*f.fsync)
 	if err != nil {
-		fmt.Fprintf(stderr, "ehsink emulator: --fsync: %v\n", err)
-		return exitUsage
+		return emulator.Config{}, fmt.Errorf("--fsync: %w", err)
 	}
 	cfg := emulator.Config{
 		Fsync:          fsyncPolicy,
-		Addr:           *listen,
-		DataDir:        *dataDir,
-		Retention:      *retention,
-		RetentionBytes: *retentionBytes,
-		MaxMessageSize: *maxMsg,
-		AdminAddr:      *admin,
+		Addr:           *f.listen,
+		DataDir:        *f.dataDir,
+		Retention:      *f.retention,
+		RetentionBytes: *f.retentionBytes,
+		MaxMessageSize: *f.maxMsg,
+		AdminAddr:      *f.admin,
 	}
 	for _, h := range hubs {
 		name, n, ok := strings.Cut(h, "=")
 		parts, err := strconv.Atoi(n)
 		if !ok || name == "" || err != nil || parts < 1 {
-			fmt.Fprintf(stderr, "ehsink emulator: --hub %q: want name=partitions, for example orders=4\n", h)
-			return exitUsage
+			return cfg, fmt.Errorf("--hub %q: want name=partitions, for example orders=4", h)
 		}
-		cfg.Hubs = append(cfg.Hubs, emulator.HubConfig{Name: name, Partitions: parts, ConsumerGroups: groups})
+		cfg.Hubs = append(cfg.Hubs, emulator.HubConfig{Name: name, Partitions: parts, ConsumerGroups: f.groups})
 	}
-	for _, k := range keys {
+	for _, k := range f.keys {
 		name, key, ok := strings.Cut(k, "=")
 		if !ok || name == "" || key == "" {
-			fmt.Fprintf(stderr, "ehsink emulator: --key %q: want name=key\n", k)
-			return exitUsage
+			return cfg, fmt.Errorf("--key %q: want name=key", k)
 		}
 		if cfg.Keys == nil {
 			cfg.Keys = map[string]secret.String{}
 		}
 		cfg.Keys[name] = secret.String(key)
 	}
-	if err := applyKeyOptions(&cfg, keyRights, keyHubs); err != nil {
-		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
-		return exitUsage
+	if err := applyKeyOptions(&cfg, f.rights, f.keyHub); err != nil {
+		return cfg, err
 	}
-	if *useTLS || *tlsCert != "" || *tlsKey != "" {
-		if (*tlsCert == "") != (*tlsKey == "") {
-			fmt.Fprintln(stderr, "ehsink emulator: --tls-cert and --tls-key go together")
-			return exitUsage
+	if *f.useTLS || *f.tlsCert != "" || *f.tlsKey != "" {
+		if (*f.tlsCert == "") != (*f.tlsKey == "") {
+			return cfg, errors.New("--tls-cert and --tls-key go together")
 		}
-		certOut, err := filepath.Abs(*tlsCertOut)
+		certOut, err := filepath.Abs(*f.tlsCertOut)
 		if err != nil {
-			fmt.Fprintf(stderr, "ehsink emulator: --tls-cert-out: %v\n", err)
-			return exitUsage
+			return cfg, fmt.Errorf("--tls-cert-out: %w", err)
 		}
-		cfg.TLS = &emulator.TLSOptions{Addr: *tlsListen, CertFile: *tlsCert, KeyFile: *tlsKey, CertOut: certOut}
+		cfg.TLS = &emulator.TLSOptions{Addr: *f.tlsListen, CertFile: *f.tlsCert, KeyFile: *f.tlsKey, CertOut: certOut}
 	}
-	log, err := logflags.New(stderr, *logLevel, *logFormat)
-	if err != nil {
-		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)
-		return exitUsage
-	}
-	cfg.Logger = log
+	return cfg, nil
+}
+
+// serveEmulator starts the emulator, prints its connection strings and
+// serves until ctx ends.
+func serveEmulator(ctx context.Context, cfg emulator.Config, stdout, stderr io.Writer) int {
+	log := cfg.Logger
 	srv, err := emulator.Start(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "ehsink emulator: %v\n", err)

@@ -118,28 +118,19 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 		v.SetString(s)
 	case reflect.Bool:
 		d.decodeBool(path, raw, v)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, err := parseInt(raw)
-		if err != nil {
-			d.fail(path, err)
-			return
-		}
-		if v.OverflowInt(n) {
-			d.failf(path, "%d is out of range for this field", n)
-			return
-		}
-		v.SetInt(n)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		n, err := parseInt(raw)
-		if err != nil {
-			d.fail(path, err)
-			return
-		}
-		if n < 0 || v.OverflowUint(uint64(n)) {
-			d.failf(path, "%d is out of range for this field (must not be negative)", n)
-			return
-		}
-		v.SetUint(uint64(n))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		d.decodeNumber(path, raw, v)
+	default:
+		d.failf(path, "config: cannot decode into a field of type %s", t)
+	}
+}
+
+// decodeNumber decodes an integer or a float field, refusing a value the
+// field cannot hold.
+func (d *decoder) decodeNumber(path string, raw any, v reflect.Value) {
+	switch v.Kind() {
 	case reflect.Float32, reflect.Float64:
 		f, err := parseFloat(raw)
 		if err != nil {
@@ -151,8 +142,28 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 			return
 		}
 		v.SetFloat(f)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := parseInt(raw)
+		if err != nil {
+			d.fail(path, err)
+			return
+		}
+		if v.OverflowInt(n) {
+			d.failf(path, "%d is out of range for this field", n)
+			return
+		}
+		v.SetInt(n)
 	default:
-		d.failf(path, "config: cannot decode into a field of type %s", t)
+		n, err := parseInt(raw)
+		if err != nil {
+			d.fail(path, err)
+			return
+		}
+		if n < 0 || v.OverflowUint(uint64(n)) {
+			d.failf(path, "%d is out of range for this field (must not be negative)", n)
+			return
+		}
+		v.SetUint(uint64(n))
 	}
 }
 

@@ -247,14 +247,9 @@ func startAzurite(bin string) (*AzuriteInstance, error) {
 	return inst, nil
 }
 
-// startAzuriteProc starts bin on port (0: the kernel picks one, and
-// Azurite prints it), keeping data in location ("" = memory only), and
-// returns once the port accepts TCP connections.
-func startAzuriteProc(bin string, port int, location string) (*azuriteProc, int, error) {
-	workdir, err := os.MkdirTemp("", "ehsink-azurite-")
-	if err != nil {
-		return nil, 0, fmt.Errorf("azurite: %w", err)
-	}
+// azuriteArgs are the flags Azurite runs with: blob only on port (0: any
+// free one), in memory unless location is set.
+func azuriteArgs(bin string, port int, location string) []string {
 	args := []string{
 		"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),
 		// The azblob SDK sends a service version newer than Azurite knows.
@@ -275,6 +270,18 @@ func startAzuriteProc(bin string, port int, location string) (*azuriteProc, int,
 		// table ports and collide with another test binary.
 		args = append(args, "--queueHost", "127.0.0.1", "--queuePort", "0", "--tableHost", "127.0.0.1", "--tablePort", "0")
 	}
+	return args
+}
+
+// startAzuriteProc starts bin on port (0: the kernel picks one, and
+// Azurite prints it), keeping data in location ("" = memory only), and
+// returns once the port accepts TCP connections.
+func startAzuriteProc(bin string, port int, location string) (*azuriteProc, int, error) {
+	workdir, err := os.MkdirTemp("", "ehsink-azurite-")
+	if err != nil {
+		return nil, 0, fmt.Errorf("azurite: %w", err)
+	}
+	args := azuriteArgs(bin, port, location)
 
 	proc := &azuriteProc{done: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
 	stdout, started := make(chan io.ReadCloser, 1), make(chan error, 1)
@@ -311,27 +318,7 @@ func startAzuriteProc(bin string, port int, location string) (*azuriteProc, int,
 
 	portc := make(chan int, 1)
 	exited := make(chan struct{})
-	go func() {
-		defer close(proc.done)
-		defer os.RemoveAll(workdir)
-		out := <-stdout
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
-				var p int
-				fmt.Sscan(m[1], &p)
-				select {
-				case portc <- p:
-				default:
-				}
-			}
-		}
-		// Keep draining if the scanner gave up (a line over 64 KiB), so
-		// Azurite never blocks on a full pipe.
-		_, _ = io.Copy(io.Discard, out)
-		_ = proc.cmd.Wait()
-		close(exited)
-	}()
+	go proc.watch(<-stdout, workdir, portc, exited)
 
 	timeout := time.NewTimer(azuriteStartTimeout)
 	defer timeout.Stop()
@@ -348,6 +335,29 @@ func startAzuriteProc(bin string, port int, location string) (*azuriteProc, int,
 		return nil, 0, err
 	}
 	return proc, port, nil
+}
+
+// watch reads Azurite's stdout for the port it listens on (sent on portc),
+// then waits for the process, closes exited and removes workdir.
+func (proc *azuriteProc) watch(out io.ReadCloser, workdir string, portc chan<- int, exited chan<- struct{}) {
+	defer close(proc.done)
+	defer os.RemoveAll(workdir)
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
+			var p int
+			fmt.Sscan(m[1], &p)
+			select {
+			case portc <- p:
+			default:
+			}
+		}
+	}
+	// Keep draining if the scanner gave up (a line over 64 KiB), so
+	// Azurite never blocks on a full pipe.
+	_, _ = io.Copy(io.Discard, out)
+	_ = proc.cmd.Wait()
+	close(exited)
 }
 
 // waitTCP polls port until it accepts a connection.

@@ -142,69 +142,23 @@ func decodeColumn(path, name string, raw any, named bool) (Column, error) {
 		}
 		return &sinks.FieldError{Field: field, Err: err}
 	}
-	var from, typ string
-	var nullable *bool
+	var f columnFields
 	switch v := raw.(type) {
 	case string:
 		if named {
 			return Column{}, fe("", errors.New("want {name, from, type, nullable}, not a string"))
 		}
-		from = v
+		f.from = v
 	case map[string]any:
-		var errs []error
-		for k, val := range v {
-			switch k {
-			case "name":
-				if !named {
-					errs = append(errs, fe(k, errors.New("unknown key (the map key is the column name)")))
-					continue
-				}
-				s, ok := val.(string)
-				if !ok || s == "" {
-					errs = append(errs, fe(k, fmt.Errorf("want a non-empty string, not %s", describe(val))))
-				}
-				name = s
-			case "from":
-				s, ok := val.(string)
-				if !ok {
-					errs = append(errs, fe(k, fmt.Errorf("want a source string, not %s", describe(val))))
-				}
-				from = s
-			case "type":
-				s, ok := val.(string)
-				if !ok {
-					errs = append(errs, fe(k, fmt.Errorf("want a type name, not %s", describe(val))))
-				}
-				typ = s
-			case "nullable":
-				switch b := val.(type) {
-				case bool:
-					nullable = &b
-				case string:
-					pb, err := strconv.ParseBool(b)
-					if err != nil {
-						errs = append(errs, fe(k, fmt.Errorf("want true or false, not %q", b)))
-					}
-					nullable = &pb
-				default:
-					errs = append(errs, fe(k, fmt.Errorf("want true or false, not %s", describe(val))))
-				}
-			default:
-				errs = append(errs, fe(k, errors.New("unknown key (want from, type, nullable)")))
-			}
-		}
-		if named && name == "" && v["name"] == nil {
-			errs = append(errs, fe("name", errors.New("required")))
-		}
-		if from == "" && v["from"] == nil {
-			errs = append(errs, fe("from", errors.New("required")))
-		}
-		if err := errors.Join(errs...); err != nil {
+		f.name = name
+		if err := f.decode(v, named, fe); err != nil {
 			return Column{}, err
 		}
+		name = f.name
 	default:
 		return Column{}, fe("", fmt.Errorf("want a source string or {from, type, nullable}, not %s", describe(raw)))
 	}
+	from, typ, nullable := f.from, f.typ, f.nullable
 	src, srcErr := ParseSource(from)
 	if srcErr != nil {
 		srcErr = fe("from", srcErr)
@@ -223,6 +177,61 @@ func decodeColumn(path, name string, raw any, named bool) (Column, error) {
 		c.Nullable = *nullable
 	}
 	return c, nil
+}
+
+// columnFields are the keys of a column written as a map.
+type columnFields struct {
+	name, from, typ string
+	nullable        *bool
+}
+
+// decode reads the keys of v; fe names a key's problem under the
+// column's path.
+func (f *columnFields) decode(v map[string]any, named bool, fe func(string, error) error) error {
+	var errs []error
+	str := func(k string, val any, want string, nonEmpty bool) string {
+		s, ok := val.(string)
+		if !ok || nonEmpty && s == "" {
+			errs = append(errs, fe(k, fmt.Errorf("want %s, not %s", want, describe(val))))
+		}
+		return s
+	}
+	for k, val := range v {
+		switch k {
+		case "name":
+			if !named {
+				errs = append(errs, fe(k, errors.New("unknown key (the map key is the column name)")))
+				continue
+			}
+			f.name = str(k, val, "a non-empty string", true)
+		case "from":
+			f.from = str(k, val, "a source string", false)
+		case "type":
+			f.typ = str(k, val, "a type name", false)
+		case "nullable":
+			switch b := val.(type) {
+			case bool:
+				f.nullable = &b
+			case string:
+				pb, err := strconv.ParseBool(b)
+				if err != nil {
+					errs = append(errs, fe(k, fmt.Errorf("want true or false, not %q", b)))
+				}
+				f.nullable = &pb
+			default:
+				errs = append(errs, fe(k, fmt.Errorf("want true or false, not %s", describe(val))))
+			}
+		default:
+			errs = append(errs, fe(k, errors.New("unknown key (want from, type, nullable)")))
+		}
+	}
+	if named && f.name == "" && v["name"] == nil {
+		errs = append(errs, fe("name", errors.New("required")))
+	}
+	if f.from == "" && v["from"] == nil {
+		errs = append(errs, fe("from", errors.New("required")))
+	}
+	return errors.Join(errs...)
 }
 
 // describe names the YAML shape of v for error messages, without its value.
