@@ -295,3 +295,24 @@ func peakHeap(b *testing.B, n, partitions int, rowGroup int64) (first, second, i
 	}
 	return first, second, inUse
 }
+
+// BenchmarkSinkSmallFiles writes 100,000 events through the sink with files
+// rolling every max_rows rows (1,000 as in a low-latency landing zone, and
+// 10,000), so that the cost of starting a Parquet writer per file, which
+// the single-file BenchmarkSinkVsParquetGo never pays, shows up.
+func BenchmarkSinkSmallFiles(b *testing.B) {
+	const n = 100_000
+	events := benchEvents(n)
+	for _, maxRows := range []int64{1_000, 10_000} {
+		b.Run(fmt.Sprintf("max_rows=%d", maxRows), func(b *testing.B) {
+			var elapsed time.Duration
+			for b.Loop() {
+				start := time.Now()
+				runSinkWith(b, b.TempDir(), events, func(c *Config) { c.MaxRows = maxRows })
+				elapsed += time.Since(start)
+			}
+			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(n/maxRows), "files")
+		})
+	}
+}
