@@ -172,8 +172,7 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return nil, nil, sinks.ErrClosed
 	}
 	vars := nameVars{eventHub: s.info.EventHub, connector: s.info.Connector, consumerGroup: s.info.ConsumerGroup, partition: partition}
-	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8),
-		spare: make([][]*pq.GenericWriter[any], len(s.routes))}
+	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8)}
 	w.log = s.log.With("partition", partition)
 	fail := func(err error) (sinks.Writer, *sinks.Position, error) {
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: %w", s.info.Connector, partition, err)
