@@ -130,6 +130,10 @@ type route struct {
 	tmpl   *template
 	schema *pq.Schema
 	mapper *rowMapper
+	// noBounds are the Parquet writer options that leave min/max
+	// statistics out for the columns whose statistics parquet-go gets
+	// wrong (see boundsOptions).
+	noBounds []pq.WriterOption
 }
 
 func compileRoute(rc Route, explode mapping.Path) (*route, error) {
@@ -147,7 +151,26 @@ func compileRoute(rc Route, explode mapping.Path) (*route, error) {
 	if r.mapper, err = newRowMapper(rc.Columns, explode); err != nil {
 		return nil, err
 	}
+	r.noBounds = boundsOptions(rc.Columns)
 	return r, nil
+}
+
+// boundsOptions leaves min/max statistics (chunk statistics, page
+// statistics and the column index) out for decimals over 18 digits.
+// parquet-go v0.32.0 orders those FIXED_LEN_BYTE_ARRAY values as unsigned
+// bytes where the format says signed two's complement, so a column with
+// negative and positive values gets a minimum above its maximum
+// (parquet-go/parquet-go#592, fixed after v0.32.0), and an engine that
+// skips row groups by statistics drops matching rows. No statistics is
+// correct; wrong ones are not. The null counts stay.
+func boundsOptions(cols mapping.Columns) []pq.WriterOption {
+	var opts []pq.WriterOption
+	for _, c := range cols {
+		if c.Type.Kind == mapping.KindDecimal && c.Type.Precision > 18 {
+			opts = append(opts, pq.SkipPageBounds(c.Name), pq.SkipPageStatistics(c.Name))
+		}
+	}
+	return opts
 }
 
 // routed reports whether the sink has routes.

@@ -131,8 +131,10 @@ func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks
 // newParquetWriter starts the Parquet writer of one file of route ri,
 // writing to out.
 func (s *Sink) newParquetWriter(out *countingWriter, ri int) *pq.GenericWriter[any] {
-	return pq.NewGenericWriter[any](out, s.routes[ri].schema, pq.Compression(s.codec),
-		pq.DataPageStatistics(true), pq.CreatedBy("ehsink", "", ""), pq.DictionaryMaxBytes(dictionaryMaxBytes))
+	r := s.routes[ri]
+	opts := append([]pq.WriterOption{r.schema, pq.Compression(s.codec), pq.DataPageStatistics(true),
+		pq.CreatedBy("ehsink", "", ""), pq.DictionaryMaxBytes(dictionaryMaxBytes)}, r.noBounds...)
+	return pq.NewGenericWriter[any](out, opts...)
 }
 
 // pathError is an event whose file cannot be chosen.
