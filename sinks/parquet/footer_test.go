@@ -6,6 +6,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/ehsink/ehsink/internal/buildinfo"
 	"github.com/ehsink/ehsink/internal/parquettest"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
@@ -64,5 +65,36 @@ func TestEveryFileNamesItsColumns(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestCreatedByNamesTheBuild checks that a file's created_by names the
+// build that wrote it: the version and commit `make build` stamps into
+// internal/buildinfo (run with -ldflags "-X
+// github.com/ehsink/ehsink/internal/buildinfo.version=... -X ...commit=..."
+// to see them), or what Go recorded, never empty ones.
+func TestCreatedByNamesTheBuild(t *testing.T) {
+	d := localDestination(t)
+	s := newSink(t, d, nil)
+	w, _ := open(t, s, "0")
+	writeAll(t, w, sinktest.Events("0", 0, 2))
+	flush(t, w)
+	b := buildinfo.Get()
+	want := "ehsink version " + b.Version + " (build " + b.Commit + ")"
+	files := parquetFiles(t, d)
+	if len(files) != 1 {
+		t.Fatalf("%d files, want 1", len(files))
+	}
+	for name, data := range files {
+		rdr, err := parquetReader(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := rdr.MetaData().GetCreatedBy()
+		rdr.Close()
+		if got != want {
+			t.Fatalf("%s: created_by %q, want %q", name, got, want)
+		}
+		t.Logf("created_by %q", got)
 	}
 }

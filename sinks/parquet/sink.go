@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/ehsink/ehsink/internal/buildinfo"
 	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/routing"
 	"github.com/ehsink/ehsink/sinks"
@@ -56,6 +57,9 @@ type Sink struct {
 	// layout is what the claims' folder is named after: the sink's path,
 	// and the routes' paths.
 	layout string
+	// createdBy names the build in every file's footer (created_by):
+	// "ehsink version V (build COMMIT)", from internal/buildinfo.
+	createdBy pq.WriterOption
 	// now is the clock for max_age; tests replace it.
 	now    func() time.Time
 	closed atomic.Bool
@@ -70,7 +74,11 @@ func New(ctx context.Context, cfg *Config, info sinks.Info) (*Sink, error) {
 	}
 	c := *cfg
 	c.withDefaults()
-	s := &Sink{cfg: c, info: info, log: info.Logger, now: time.Now}
+	// parquet-go writes "APP version V(build B)"; the space after the
+	// version gives the usual "ehsink version V (build B)", as parquet-mr
+	// writes it.
+	build := buildinfo.Get()
+	s := &Sink{cfg: c, info: info, log: info.Logger, now: time.Now, createdBy: pq.CreatedBy("ehsink", build.Version+" ", build.Commit)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

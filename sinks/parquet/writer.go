@@ -133,7 +133,7 @@ func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks
 func (s *Sink) newParquetWriter(out *countingWriter, ri int) *pq.GenericWriter[any] {
 	r := s.routes[ri]
 	opts := append([]pq.WriterOption{r.schema, pq.Compression(s.codec), pq.DataPageStatistics(true),
-		pq.CreatedBy("ehsink", "", ""), pq.DictionaryMaxBytes(dictionaryMaxBytes)}, r.noBounds...)
+		s.createdBy, pq.DictionaryMaxBytes(dictionaryMaxBytes)}, r.noBounds...)
 	return pq.NewGenericWriter[any](out, opts...)
 }
 
