@@ -256,6 +256,7 @@ func (s *Sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 			w.log.Info("removed dead letters of an unfinished commit", "file", o.name)
 		}
 	}
+	s.sweepClaims(ctx, w, wm)
 	if newest != nil {
 		if w.watermark, err = s.positionOf(ctx, newest, wm); err != nil {
 			return fail(err)

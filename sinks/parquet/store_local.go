@@ -23,7 +23,8 @@ type localStore struct {
 	// trace, when set (by tests only), is told of every step that makes a
 	// commit durable, before the step: "write" and "fsync" of a temporary
 	// file, "claim" (the exclusive link of a claim), "link" (publishing),
-	// "unlink" of a temporary name, "fsync-dir".
+	// "unlink" of a temporary name, "fsync-dir", and "remove" of a
+	// committed object (a claim of a published commit, say).
 	trace func(step, path string)
 }
 
@@ -116,7 +117,9 @@ func (s *localStore) list(_ context.Context, prefix string) ([]object, error) {
 }
 
 func (s *localStore) remove(_ context.Context, name string) error {
-	err := os.Remove(filepath.Join(s.root, filepath.FromSlash(name)))
+	full := filepath.Join(s.root, filepath.FromSlash(name))
+	s.step("remove", full)
+	err := os.Remove(full)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: remove %q: %w", s, name, err)
 	}

@@ -34,6 +34,9 @@ type writer struct {
 	// watermark is the last committed position, nil before the first commit.
 	watermark *sinks.Position
 	file      *openFile // nil when nothing is written since the last commit
+	// lastClaim is the claim of this writer's last published commit,
+	// removed once the next one is published (claim.go).
+	lastClaim string
 	closed    bool
 	// scratch, reused across Writes
 	row  pq.Row
@@ -65,6 +68,8 @@ type openFile struct {
 	footerDone  bool
 	claimed     bool
 	dlCommitted bool
+	// claimName is the claim this writer holds on the commit, once claimed.
+	claimName string
 }
 
 // dataFile is one data file of the open commit: the rows of one route and
@@ -493,6 +498,10 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	}
 	w.watermark = &sinks.Position{SequenceNumber: f.last, Offset: f.lastOffset}
 	w.file = nil
+	if w.lastClaim != "" && w.lastClaim != f.claimName {
+		w.removeClaim(ctx, w.lastClaim)
+	}
+	w.lastClaim = f.claimName
 	w.log.Debug("committed", "file", name, "files", len(f.files), "rows", f.rows, "dead_letters", f.dlLines, "first_seq", f.first, "last_seq", f.last)
 	return w.watermark, nil
 }
