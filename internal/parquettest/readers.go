@@ -154,9 +154,9 @@ func readers(t testing.TB) (node, modules, script string) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...) + "; run make tools (scripts/install-tools.sh)"
 		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + " (CI=true, so this is a failure)")
+			t.Fatalf("%s (CI=true, so this is a failure)", msg)
 		}
-		t.Skip(msg)
+		t.Skipf("%s", msg)
 	}
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
