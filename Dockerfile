@@ -13,7 +13,9 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN make build-static VERSION=${VERSION} STATIC_BIN=/out/ehsink
+# COMMIT comes from `make image`: the build context has no .git to read it from.
+ARG COMMIT=
+RUN make build-static VERSION=${VERSION} COMMIT=${COMMIT} STATIC_BIN=/out/ehsink
 # The working directory of the final image, owned by the non-root user:
 # default local state (.ehsink/, dead letters of sinks without their own)
 # lands there, or on a volume mounted there.

@@ -4,7 +4,14 @@ BIN      := bin/ehsink
 STATIC_BIN ?= bin/ehsink-static
 IMAGE    ?= ehsink:$(VERSION)
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X main.version=$(VERSION)
+# COMMIT is the full revision, "-dirty" when the work tree has changes;
+# empty outside a git checkout (the binary then says "unknown").
+COMMIT   ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
+# The version and commit go to main (what `ehsink version` prints) and to
+# internal/buildinfo (what the sinks write into their output, such as
+# Parquet's created_by).
+BUILDINFO := github.com/ehsink/ehsink/internal/buildinfo
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT)
 CONFIG   ?= connectors.yaml
 FUZZTIME ?= 5s
 
@@ -32,7 +39,7 @@ config-test: build-static ## run `ehsink test` over CONFIG and its tests (connec
 
 image: ## build the container image IMAGE (needs docker or podman; the build stage runs make build-static)
 	$(or $(shell command -v docker 2>/dev/null),$(shell command -v podman 2>/dev/null),$(error make image: neither docker nor podman found)) \
-	  build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	  build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 run: build ## run the connectors in connectors.yaml (the shipped one needs nothing but Go)
 	./$(BIN) run -c $(CONFIG)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
+	"github.com/ehsink/ehsink/internal/buildinfo"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -35,39 +35,18 @@ type versionInfo struct {
 	version, commit, goVersion string
 }
 
-// buildVersion fills in what the linker flags did not set from the build
-// info: the module version ("(devel)" for a build in the checkout) and the
-// VCS revision, marked "-dirty" when the work tree had changes.
+// buildVersion fills in what the binary's main did not set (a custom
+// binary's Options may leave Version and Commit empty) from the build's
+// identity, which the sinks also write into their output (Parquet's
+// created_by): the values `make build` stamps, or else those Go recorded.
 func buildVersion(version, commit string) versionInfo {
+	b := buildinfo.Get()
 	v := versionInfo{version: version, commit: commit, goVersion: runtime.Version()}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if v.version == "" {
-			v.version = info.Main.Version
-		}
-		var rev, modified string
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value
-			}
-		}
-		if v.commit == "" && rev != "" {
-			v.commit = rev
-			if modified == "true" {
-				v.commit += "-dirty"
-			}
-		}
-		if info.GoVersion != "" {
-			v.goVersion = info.GoVersion
-		}
-	}
 	if v.version == "" {
-		v.version = "(devel)"
+		v.version = b.Version
 	}
 	if v.commit == "" {
-		v.commit = "unknown"
+		v.commit = b.Commit
 	}
 	return v
 }

@@ -37,13 +37,18 @@ func ReadFile(path string) (Table, error) {
 
 // Read reads a whole Parquet file. Values come out as string, int32,
 // int64, float64, bool, time.Time (UTC), []byte, a decimal as
-// UNSCALEDe-SCALE (exact, with no formatting choices), or nil.
+// UNSCALEDe-SCALE (exact, with no formatting choices), or nil. A file
+// whose column chunks do not name their columns is an error (see
+// [CheckPaths]), although arrow-go itself would read it.
 func Read(data []byte) (Table, error) {
 	rdr, err := file.NewParquetReader(bytes.NewReader(data))
 	if err != nil {
 		return Table{}, fmt.Errorf("arrow-go cannot open it: %w", err)
 	}
 	defer rdr.Close()
+	if err := checkPaths(rdr); err != nil {
+		return Table{}, err
+	}
 	tb := Table{Meta: map[string]string{}}
 	kv := rdr.MetaData().KeyValueMetadata()
 	for i, k := range kv.Keys() {
@@ -74,6 +79,43 @@ func Read(data []byte) (Table, error) {
 		}
 	}
 	return tb, nil
+}
+
+// CheckPaths checks that every column chunk of every row group in the
+// Parquet file data names its column: its path_in_schema equals the path
+// of the schema leaf at its position. arrow-go, parquet-go and DuckDB find
+// a chunk's column by position and read a file that gets this wrong;
+// Spark, Athena and hyparquet find it by path and refuse the file
+// (parquet-go v0.32.0 wrote such files after GenericWriter.Reset,
+// parquet-go/parquet-go#602).
+func CheckPaths(data []byte) error {
+	rdr, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("arrow-go cannot open it: %w", err)
+	}
+	defer rdr.Close()
+	return checkPaths(rdr)
+}
+
+func checkPaths(rdr *file.Reader) error {
+	md := rdr.MetaData()
+	for rg := range md.NumRowGroups() {
+		g := md.RowGroup(rg)
+		if g.NumColumns() != md.Schema.NumColumns() {
+			return fmt.Errorf("row group %d has %d column chunks, the schema %d leaves", rg, g.NumColumns(), md.Schema.NumColumns())
+		}
+		for c := range g.NumColumns() {
+			chunk, err := g.ColumnChunk(c)
+			if err != nil {
+				return fmt.Errorf("row group %d column chunk %d: %w", rg, c, err)
+			}
+			want := md.Schema.Column(c).ColumnPath()
+			if got := chunk.PathInSchema(); !slices.Equal(got, want) {
+				return fmt.Errorf("row group %d column chunk %d: path_in_schema %q, want %q (the schema leaf at its position)", rg, c, got.String(), want.String())
+			}
+		}
+	}
+	return nil
 }
 
 func value(a arrow.Array, i int) any {

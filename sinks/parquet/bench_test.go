@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -294,4 +295,95 @@ func peakHeap(b *testing.B, n, partitions int, rowGroup int64) (first, second, i
 		}
 	}
 	return first, second, inUse
+}
+
+// BenchmarkSinkSmallFiles writes 100,000 events through the sink with files
+// rolling every max_rows rows (1,000 as in a low-latency landing zone, and
+// 10,000), so that the cost of starting a Parquet writer per file, which
+// the single-file BenchmarkSinkVsParquetGo never pays, shows up.
+func BenchmarkSinkSmallFiles(b *testing.B) {
+	const n = 100_000
+	events := benchEvents(n)
+	for _, maxRows := range []int64{1_000, 10_000} {
+		b.Run(fmt.Sprintf("max_rows=%d", maxRows), func(b *testing.B) {
+			var elapsed time.Duration
+			for b.Loop() {
+				start := time.Now()
+				runSinkWith(b, b.TempDir(), events, func(c *sinkConfig) { c.MaxRows = maxRows })
+				elapsed += time.Since(start)
+			}
+			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(n/maxRows), "files")
+		})
+	}
+}
+
+// BenchmarkWriterPerFile measures what a new Parquet writer per file costs
+// against resetting the previous file's writer (which the sink must not
+// do: parquet-go v0.32.0's Reset writes files without path_in_schema,
+// parquet-go/parquet-go#602). Both write the same files of 1,000 mapped
+// rows to io.Discard, alternating in one loop so that the machine's load
+// weighs on both alike, and it reports the time per file of each and
+// their ratio (fresh/reset).
+func BenchmarkWriterPerFile(b *testing.B) {
+	const rowsPerFile = 1_000
+	c := NewConfig()
+	c.Dir = b.TempDir()
+	c.Columns = benchColumns(b)
+	s, err := New(context.Background(), c, sinks.Info{Connector: "bench", EventHub: "orders"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := s.routes[0]
+	var rows []pq.Row
+	var vals []any
+	for _, e := range benchEvents(rowsPerFile) {
+		mr, err := r.mapper.m.Rows(&e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var row pq.Row
+		if row, vals, err = r.mapper.mapRow(mr, 0, nil, vals); err != nil {
+			b.Fatal(err)
+		}
+		mr.Close()
+		rows = append(rows, row)
+	}
+	writeFile := func(pw *pq.GenericWriter[any]) {
+		if _, err := pw.WriteRows(rows); err != nil {
+			b.Fatal(err)
+		}
+		if err := pw.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out := &countingWriter{w: io.Discard}
+	reused := s.newParquetWriter(out, 0)
+	writeFile(reused)
+	var fresh, reset time.Duration
+	timeFresh := func() {
+		start := time.Now()
+		writeFile(s.newParquetWriter(out, 0))
+		fresh += time.Since(start)
+	}
+	timeReset := func() {
+		start := time.Now()
+		reused.Reset(out)
+		writeFile(reused)
+		reset += time.Since(start)
+	}
+	for i := 0; b.Loop(); i++ {
+		// Each goes first every other round: the second of a round finds
+		// the caches warm.
+		if i%2 == 0 {
+			timeFresh()
+			timeReset()
+		} else {
+			timeReset()
+			timeFresh()
+		}
+	}
+	b.ReportMetric(float64(fresh.Microseconds())/float64(b.N), "fresh_us/file")
+	b.ReportMetric(float64(reset.Microseconds())/float64(b.N), "reset_us/file")
+	b.ReportMetric(fresh.Seconds()/reset.Seconds(), "ratio")
 }

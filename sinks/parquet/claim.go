@@ -33,9 +33,21 @@ import (
 // file, or staged blocks), so that the commit is decided by the claim:
 // should its writer die before publishing, the next Open of the partition
 // publishes them (rolls the commit forward), or, when the bytes are gone,
-// removes the claim (rolls it back). Claims are small and kept, one per
-// committed file: removing one would reopen the window for a writer paused
-// since before its commit.
+// removes the claim (rolls it back).
+//
+// Claims of published commits are removed, all but the newest of the
+// partition (and layout): a writer removes its previous commit's claim
+// once its next commit is published, and Open removes any older ones a
+// crash left. The newest stays because Open, with routes, publishes its
+// files again (a writer may have died between them). A removed name can be
+// claimed again, by a writer paused since before that commit: its fence
+// looked before the commit, and its claim now succeeds. So after creating
+// its claim a writer looks at the committed files once more (checkClaim),
+// and a commit that overlaps its range, necessarily published before the
+// claim was removed, fences it. Only visible commits lose their claims, so
+// nothing a crash left unfinished is forgotten, and the checkpoint plays
+// no part: a replay behind the watermark is skipped by the writer and the
+// fence, not by claims.
 
 // claimsRoot is the folder of claims; the leading underscore hides it from
 // readers that follow the Hive convention.
@@ -129,19 +141,83 @@ func (w *writer) claim(ctx context.Context, f *openFile, dlName string) error {
 	if err != nil {
 		return err
 	}
-	if existing == nil {
+	if existing != nil {
+		var other claimBody
+		if err := json.Unmarshal(existing, &other); err != nil {
+			return fmt.Errorf("claim %q: %w", cn, err)
+		}
+		if other.Writer != w.id { // not this writer's own, from a failed attempt
+			w.discard()
+			return fmt.Errorf("another writer claimed the commit after seq %d (its seq %d..%d, file %q): %w",
+				other.First-1, other.First, other.Last, other.Data, sinks.ErrFenced)
+		}
+	}
+	if err := w.checkClaim(ctx, f, cn); err != nil {
+		return err
+	}
+	f.claimName = cn
+	return nil
+}
+
+// checkClaim looks at the committed files after the claim cn of f was
+// created: a commit that overlaps f was published by another writer while
+// this one was paused between its fence and its claim, and its claim,
+// which had the same name, was removed since (see above). The claim is
+// then withdrawn, f discarded, and the error wraps sinks.ErrFenced.
+func (w *writer) checkClaim(ctx context.Context, f *openFile, cn string) error {
+	objs, err := w.list(ctx)
+	if err != nil {
+		return fmt.Errorf("list committed files after claim %q: %w", cn, err)
+	}
+	last, _ := w.newest(objs)
+	if last < f.first {
 		return nil
 	}
-	var other claimBody
-	if err := json.Unmarshal(existing, &other); err != nil {
-		return fmt.Errorf("claim %q: %w", cn, err)
-	}
-	if other.Writer == w.id {
-		return nil // this writer's own claim, from a failed attempt
+	// The name was free when this writer created it, so the claim is its
+	// own: nobody else's is removed.
+	if err := w.s.store.remove(ctx, cn); err != nil {
+		return fmt.Errorf("withdraw claim %q: %w", cn, err)
 	}
 	w.discard()
-	return fmt.Errorf("another writer claimed the commit after seq %d (its seq %d..%d, file %q): %w",
-		other.First-1, other.First, other.Last, other.Data, sinks.ErrFenced)
+	return fmt.Errorf("seq %d..%d overlaps a file another writer committed up to seq %d after this writer's fence: %w",
+		f.first, f.last, last, sinks.ErrFenced)
+}
+
+// removeClaim removes the claim name of a commit that is published, when
+// a newer commit of the partition is published too. A failure is logged
+// only: the claim is removed by a later commit or Open.
+func (w *writer) removeClaim(ctx context.Context, name string) {
+	if err := w.s.store.remove(ctx, name); err != nil {
+		w.log.Warn("removing the claim of a published commit", "claim", name, "err", err)
+	}
+}
+
+// sweepClaims removes the claims of published commits (those extending a
+// watermark below wm) but the newest, which the writer's first commit
+// removes: what a writer that died after its commit and before removing
+// the previous claim left.
+func (s *sink) sweepClaims(ctx context.Context, w *writer, wm int64) {
+	objs, err := s.store.list(ctx, w.claims)
+	if err != nil {
+		w.log.Warn("listing claims to remove those of published commits", "err", err)
+		return
+	}
+	var published []string
+	for _, o := range objs {
+		next, err := strconv.ParseInt(strings.TrimSuffix(path.Base(o.name), ".json"), 10, 64)
+		if err == nil && next <= wm {
+			published = append(published, o.name)
+		}
+	}
+	if len(published) == 0 {
+		return
+	}
+	slices.Sort(published) // zero-padded: in sequence order
+	for _, name := range published[:len(published)-1] {
+		w.removeClaim(ctx, name)
+	}
+	// The newest goes when this writer's first commit is published.
+	w.lastClaim = published[len(published)-1]
 }
 
 // recoverClaims finishes the commits of the partition that were claimed

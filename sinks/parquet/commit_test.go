@@ -47,7 +47,8 @@ func stepLabel(root, p string) string {
 // letters and checks their order: every write of a file before its fsync;
 // both files fsynced before the claim (whose own bytes are fsynced before
 // its name appears); the dead letters published (link, temporary name
-// removed, folder fsynced) before the data file, which is published last.
+// removed, folder fsynced) before the data file, which is published last;
+// then the previous commit's claim is removed.
 func TestCommitStepOrder(t *testing.T) {
 	d := localDestination(t)
 	s := newSink(t, d, nil)
@@ -97,6 +98,7 @@ func TestCommitStepOrder(t *testing.T) {
 		"fsync claim-temp", "claim claim", "fsync-dir claims-dir",
 		"link dl", "unlink dl-temp", "fsync-dir dl-dir",
 		"link data", "unlink data-temp", "fsync-dir data-dir",
+		"remove claim", // the first commit's: this one is published
 	}
 	if !slices.Equal(order, want) {
 		t.Fatalf("commit steps\n%v\nwant\n%v", order, want)

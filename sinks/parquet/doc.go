@@ -39,7 +39,11 @@
 // the files and where their prepared bytes are, so it decides the commit:
 // a writer that dies after claiming has its commit published by the next
 // Open of the partition, or dropped when the bytes are gone. Close without
-// Flush discards the open file.
+// Flush discards the open file. Once a commit is published, the previous
+// commit's claim is removed (Open removes any older ones a crash left), so
+// one claim per partition remains; since a removed name can be claimed
+// again, a writer looks at the committed files once more after creating
+// its claim (claim.go).
 //
 // Open finds the partition's watermark in the names of its committed files
 // (the highest last sequence number) and reads the last offset from that
@@ -82,7 +86,11 @@
 // are optional. Every column but booleans is dictionary-encoded (falling
 // back to plain pages once a column's dictionary holds 64 KiB in a row
 // group), statistics are
-// written, compression is zstd, snappy or none. Row groups are written to
+// written (but no min/max for decimals over 18 digits, which parquet-go
+// v0.32.0 orders wrongly), compression is zstd, snappy or none. Every file
+// is written by a new Parquet writer: parquet-go v0.32.0's Reset drops
+// path_in_schema from the files written after it. The footer's created_by
+// names the build (internal/buildinfo). Row groups are written to
 // the temporary file as they reach row_group_size, so memory is about
 // row_group_size per open file (one per partition without routes), plus
 // each column's dictionary (at most 64 KiB and its hash table; past it

@@ -11,3 +11,6 @@ func (s *sink) wrapStore(wrap func(store) store) { s.store = wrap(s.store) }
 
 // traceSteps has a local store report every step of its commits.
 func (s *sink) traceSteps(fn func(step, path string)) { s.store.(*localStore).trace = fn }
+
+// setFS makes the local store use f for every file operation.
+func (s *sink) setFS(f localFS) { s.store.(*localStore).fs = f }

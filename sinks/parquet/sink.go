@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/ehsink/ehsink/internal/buildinfo"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
@@ -56,6 +57,9 @@ type sink struct {
 	// layout is what the claims' folder is named after: the sink's path,
 	// and the routes' paths.
 	layout string
+	// createdBy names the build in every file's footer (created_by):
+	// "ehsink version V (build COMMIT)", from internal/buildinfo.
+	createdBy pq.WriterOption
 	// now is the clock for max_age; tests replace it.
 	now    func() time.Time
 	closed atomic.Bool
@@ -70,7 +74,11 @@ func New(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
 	}
 	c := *cfg
 	c.withDefaults()
-	s := &sink{cfg: c, info: info, log: info.Logger, now: time.Now}
+	// parquet-go writes "APP version V(build B)"; the space after the
+	// version gives the usual "ehsink version V (build B)", as parquet-mr
+	// writes it.
+	build := buildinfo.Get()
+	s := &sink{cfg: c, info: info, log: info.Logger, now: time.Now, createdBy: pq.CreatedBy("ehsink", build.Version+" ", build.Commit)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +138,10 @@ type route struct {
 	tmpl   *template
 	schema *pq.Schema
 	mapper *rowMapper
+	// noBounds are the Parquet writer options that leave min/max
+	// statistics out for the columns whose statistics parquet-go gets
+	// wrong (see boundsOptions).
+	noBounds []pq.WriterOption
 }
 
 func compileRoute(rc routeConfig, explode mapping.Path) (*route, error) {
@@ -147,7 +159,26 @@ func compileRoute(rc routeConfig, explode mapping.Path) (*route, error) {
 	if r.mapper, err = newRowMapper(rc.Columns, explode); err != nil {
 		return nil, err
 	}
+	r.noBounds = boundsOptions(rc.Columns)
 	return r, nil
+}
+
+// boundsOptions leaves min/max statistics (chunk statistics, page
+// statistics and the column index) out for decimals over 18 digits.
+// parquet-go v0.32.0 orders those FIXED_LEN_BYTE_ARRAY values as unsigned
+// bytes where the format says signed two's complement, so a column with
+// negative and positive values gets a minimum above its maximum
+// (parquet-go/parquet-go#592, fixed after v0.32.0), and an engine that
+// skips row groups by statistics drops matching rows. No statistics is
+// correct; wrong ones are not. The null counts stay.
+func boundsOptions(cols mapping.Columns) []pq.WriterOption {
+	var opts []pq.WriterOption
+	for _, c := range cols {
+		if c.Type.Kind == mapping.KindDecimal && c.Type.Precision > 18 {
+			opts = append(opts, pq.SkipPageBounds(c.Name), pq.SkipPageStatistics(c.Name))
+		}
+	}
+	return opts
 }
 
 // routed reports whether the sink has routes.
@@ -172,8 +203,7 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return nil, nil, sinks.ErrClosed
 	}
 	vars := nameVars{eventHub: s.info.EventHub, connector: s.info.Connector, consumerGroup: s.info.ConsumerGroup, partition: partition}
-	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8),
-		spare: make([][]*pq.GenericWriter[any], len(s.routes))}
+	w := &writer{s: s, partition: partition, vars: vars, tag: tempTag(s.info.Connector, partition), id: randomHex(8)}
 	w.log = s.log.With("partition", partition)
 	fail := func(err error) (sinks.Writer, *sinks.Position, error) {
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: %w", s.info.Connector, partition, err)
@@ -226,6 +256,7 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 			w.log.Info("removed dead letters of an unfinished commit", "file", o.name)
 		}
 	}
+	s.sweepClaims(ctx, w, wm)
 	if newest != nil {
 		if w.watermark, err = s.positionOf(ctx, newest, wm); err != nil {
 			return fail(err)

@@ -9,8 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-
-	"github.com/ehsink/ehsink/internal/durable"
 )
 
 // localStore keeps files in a local directory. A file is written under a
@@ -20,10 +18,12 @@ import (
 // whole file or nothing, and a name is published once.
 type localStore struct {
 	root string
+	fs   localFS // the real file system, or a test's (fs_local.go)
 	// trace, when set (by tests only), is told of every step that makes a
 	// commit durable, before the step: "write" and "fsync" of a temporary
 	// file, "claim" (the exclusive link of a claim), "link" (publishing),
-	// "unlink" of a temporary name, "fsync-dir".
+	// "unlink" of a temporary name, "fsync-dir", and "remove" of a
+	// committed object (a claim of a published commit, say).
 	trace func(step, path string)
 }
 
@@ -41,7 +41,7 @@ func newLocalStore(root string) (*localStore, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("parquet dir %q: %w", root, err)
 	}
-	return &localStore{root: abs}, nil
+	return &localStore{root: abs, fs: osFS{}}, nil
 }
 
 func (s *localStore) String() string { return "dir " + s.root }
@@ -55,11 +55,11 @@ const (
 
 func (s *localStore) create(_ context.Context, dir, tag string) (pending, error) {
 	full := filepath.Join(s.root, filepath.FromSlash(dir))
-	created, err := mkdirAll(full)
+	created, err := s.mkdirAll(full)
 	if err != nil {
 		return nil, fmt.Errorf("%s: create folder %q: %w", s, dir, err)
 	}
-	f, err := os.CreateTemp(full, tempPrefix+tag+"-*"+tempSuffix)
+	f, err := s.createTemp(full, tag)
 	if err != nil {
 		return nil, fmt.Errorf("%s: create temporary file in %q: %w", s, dir, err)
 	}
@@ -68,11 +68,24 @@ func (s *localStore) create(_ context.Context, dir, tag string) (pending, error)
 
 // mkdirAll is os.MkdirAll that reports whether it created anything, so that
 // the new folder entries can be made durable at commit.
-func mkdirAll(dir string) (bool, error) {
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+func (s *localStore) mkdirAll(dir string) (bool, error) {
+	if fi, err := s.fs.Stat(dir); err == nil && fi.IsDir() {
 		return false, nil
 	}
-	return true, os.MkdirAll(dir, 0o755)
+	return true, s.fs.MkdirAll(dir)
+}
+
+// createTemp creates a new hidden temporary file in dir, exclusively,
+// named after tag.
+func (s *localStore) createTemp(dir, tag string) (localFile, error) {
+	for {
+		name := filepath.Join(dir, tempPrefix+tag+"-"+randomHex(8)+tempSuffix)
+		f, err := s.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue // 64 random bits taken: draw again
+		}
+		return f, err
+	}
 }
 
 func (s *localStore) list(_ context.Context, prefix string) ([]object, error) {
@@ -81,7 +94,7 @@ func (s *localStore) list(_ context.Context, prefix string) ([]object, error) {
 	if prefix == "" {
 		start = s.root
 	}
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	err := s.fs.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -116,7 +129,9 @@ func (s *localStore) list(_ context.Context, prefix string) ([]object, error) {
 }
 
 func (s *localStore) remove(_ context.Context, name string) error {
-	err := os.Remove(filepath.Join(s.root, filepath.FromSlash(name)))
+	full := filepath.Join(s.root, filepath.FromSlash(name))
+	s.step("remove", full)
+	err := s.fs.Remove(full)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: remove %q: %w", s, name, err)
 	}
@@ -124,7 +139,7 @@ func (s *localStore) remove(_ context.Context, name string) error {
 }
 
 func (s *localStore) readTail(_ context.Context, name string, size, n int64) ([]byte, error) {
-	f, err := os.Open(filepath.Join(s.root, filepath.FromSlash(name)))
+	f, err := s.fs.OpenFile(filepath.Join(s.root, filepath.FromSlash(name)), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s, err)
 	}
@@ -140,7 +155,7 @@ func (s *localStore) readTail(_ context.Context, name string, size, n int64) ([]
 func (s *localStore) cleanTemps(_ context.Context, prefix, tag string) (int, error) {
 	start := filepath.Join(s.root, filepath.FromSlash(prefix))
 	removed := 0
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	err := s.fs.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -150,7 +165,7 @@ func (s *localStore) cleanTemps(_ context.Context, prefix, tag string) (int, err
 		if d.IsDir() || !strings.HasPrefix(d.Name(), tempPrefix+tag+"-") || !strings.HasSuffix(d.Name(), tempSuffix) {
 			return nil
 		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		removed++
@@ -165,8 +180,8 @@ func (s *localStore) cleanTemps(_ context.Context, prefix, tag string) (int, err
 // localPending is a temporary file waiting for its commit.
 type localPending struct {
 	store       *localStore
-	f           *os.File // nil once closed
-	name        string   // the temporary file's full path
+	f           localFile // nil once closed
+	name        string    // the temporary file's full path
 	dir         string
 	dirsCreated bool
 	committed   bool
@@ -226,18 +241,18 @@ func (s *localStore) publish(_ context.Context, ref, name string) error {
 func (s *localStore) link(temp, name string, dirsCreated bool) error {
 	final := filepath.Join(s.root, filepath.FromSlash(name))
 	s.step("link", final)
-	err := os.Link(temp, final)
+	err := s.fs.Link(temp, final)
 	switch {
 	case err == nil, errors.Is(err, fs.ErrExist):
 	case errors.Is(err, fs.ErrNotExist):
-		if _, serr := os.Stat(final); serr != nil {
+		if _, serr := s.fs.Stat(final); serr != nil {
 			return fmt.Errorf("%s: publish %q: %w", s, name, errGone)
 		}
 	default:
 		return fmt.Errorf("%s: publish %q: %w", s, name, err)
 	}
 	s.step("unlink", temp)
-	if err := os.Remove(temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.fs.Remove(temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: publish %q: remove temporary name: %w", s, name, err)
 	}
 	return s.syncDirs(filepath.Dir(final), dirsCreated)
@@ -248,7 +263,7 @@ func (s *localStore) link(temp, name string, dirsCreated bool) error {
 func (s *localStore) syncDirs(dir string, created bool) error {
 	for {
 		s.step("fsync-dir", dir)
-		if err := durable.SyncDir(dir); err != nil {
+		if err := s.fs.SyncDir(dir); err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
 		if !created || dir == s.root || len(dir) <= len(s.root) {
@@ -261,17 +276,17 @@ func (s *localStore) syncDirs(dir string, created bool) error {
 func (s *localStore) claim(_ context.Context, name string, body []byte) ([]byte, error) {
 	final := filepath.Join(s.root, filepath.FromSlash(name))
 	dir := filepath.Dir(final)
-	created, err := mkdirAll(dir)
+	created, err := s.mkdirAll(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
 	}
 	// The claim's bytes are durable before its name appears, so a claim
 	// is never seen empty.
-	f, err := os.CreateTemp(dir, tempPrefix+claimTempTag+"-*"+tempSuffix)
+	f, err := s.createTemp(dir, claimTempTag)
 	if err != nil {
 		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
 	}
-	defer os.Remove(f.Name())
+	defer s.fs.Remove(f.Name())
 	_, err = f.Write(body)
 	if err == nil {
 		s.step("fsync", f.Name())
@@ -284,8 +299,8 @@ func (s *localStore) claim(_ context.Context, name string, body []byte) ([]byte,
 		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
 	}
 	s.step("claim", final)
-	if err := os.Link(f.Name(), final); errors.Is(err, fs.ErrExist) {
-		existing, rerr := os.ReadFile(final)
+	if err := s.fs.Link(f.Name(), final); errors.Is(err, fs.ErrExist) {
+		existing, rerr := s.fs.ReadFile(final)
 		if rerr != nil {
 			return nil, fmt.Errorf("%s: claim %q: %w", s, name, rerr)
 		}
@@ -297,7 +312,7 @@ func (s *localStore) claim(_ context.Context, name string, body []byte) ([]byte,
 }
 
 func (s *localStore) read(_ context.Context, name string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(s.root, filepath.FromSlash(name)))
+	b, err := s.fs.ReadFile(filepath.Join(s.root, filepath.FromSlash(name)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s, err)
 	}
@@ -312,7 +327,7 @@ func (p *localPending) abort() error {
 		_ = p.f.Close()
 		p.f = nil
 	}
-	if err := os.Remove(p.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := p.store.fs.Remove(p.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: remove temporary file: %w", p.store, err)
 	}
 	return nil

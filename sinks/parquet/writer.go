@@ -35,9 +35,10 @@ type writer struct {
 	// watermark is the last committed position, nil before the first commit.
 	watermark *sinks.Position
 	file      *openFile // nil when nothing is written since the last commit
-	// spare are Parquet writers of committed files, per route, for reuse.
-	spare  [][]*pq.GenericWriter[any]
-	closed bool
+	// lastClaim is the claim of this writer's last published commit,
+	// removed once the next one is published (claim.go).
+	lastClaim string
+	closed    bool
 	// scratch, reused across Writes
 	row  pq.Row
 	vals []any
@@ -68,6 +69,8 @@ type openFile struct {
 	footerDone  bool
 	claimed     bool
 	dlCommitted bool
+	// claimName is the claim this writer holds on the commit, once claimed.
+	claimName string
 }
 
 // dataFile is one data file of the open commit: the rows of one route and
@@ -121,16 +124,23 @@ func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks
 		return nil, err
 	}
 	df := &dataFile{ri: ri, values: values, vars: vars, key: key, data: p, counter: &countingWriter{w: p}}
-	if sp := w.spare[ri]; len(sp) > 0 {
-		df.pw = sp[len(sp)-1]
-		w.spare[ri] = sp[:len(sp)-1]
-		df.pw.Reset(df.counter)
-	} else {
-		df.pw = pq.NewGenericWriter[any](df.counter, w.s.routes[ri].schema, pq.Compression(w.s.codec),
-			pq.DataPageStatistics(true), pq.CreatedBy("ehsink", "", ""), pq.DictionaryMaxBytes(dictionaryMaxBytes))
-	}
+	// Every file gets a new Parquet writer. A committed file's writer is
+	// never Reset for the next one: parquet-go v0.32.0's GenericWriter.Reset
+	// leaves path_in_schema empty in every column chunk of the files written
+	// after it (parquet-go/parquet-go#602), which Spark, Athena and hyparquet
+	// refuse (docs/internals.md, "Known defects of the dependencies").
+	df.pw = w.s.newParquetWriter(df.counter, ri)
 	f.files = append(f.files, df)
 	return df, nil
+}
+
+// newParquetWriter starts the Parquet writer of one file of route ri,
+// writing to out.
+func (s *sink) newParquetWriter(out *countingWriter, ri int) *pq.GenericWriter[any] {
+	r := s.routes[ri]
+	opts := append([]pq.WriterOption{r.schema, pq.Compression(s.codec), pq.DataPageStatistics(true),
+		s.createdBy, pq.DictionaryMaxBytes(dictionaryMaxBytes)}, r.noBounds...)
+	return pq.NewGenericWriter[any](out, opts...)
 }
 
 // pathError is an event whose file cannot be chosen.
@@ -489,9 +499,10 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	}
 	w.watermark = &sinks.Position{SequenceNumber: f.last, Offset: f.lastOffset}
 	w.file = nil
-	for _, df := range f.files {
-		w.spare[df.ri] = append(w.spare[df.ri], df.pw)
+	if w.lastClaim != "" && w.lastClaim != f.claimName {
+		w.removeClaim(ctx, w.lastClaim)
 	}
+	w.lastClaim = f.claimName
 	w.log.Debug("committed", "file", name, "files", len(f.files), "rows", f.rows, "dead_letters", f.dlLines, "first_seq", f.first, "last_seq", f.last)
 	return w.watermark, nil
 }
@@ -532,7 +543,6 @@ func (w *writer) Close(context.Context) error {
 	}
 	w.closed = true
 	w.discard()
-	w.spare = nil
 	return nil
 }
 
@@ -547,8 +557,6 @@ func (w *writer) discard() {
 		if err := df.data.abort(); err != nil {
 			w.log.Warn("discarding temporary file", "err", err)
 		}
-		// The Parquet writer may hold half a row group of the discarded
-		// file: it is not reused.
 	}
 	if f.dl != nil {
 		if err := f.dl.abort(); err != nil {

@@ -4,7 +4,12 @@
 #   - Azurite, the Azure Storage emulator;
 #   - the JavaScript Event Hubs SDK, its Blob checkpoint store and the Blob
 #     client, which the JavaScript conformance suite (test/conformance/js) drives
-#     against the emulator.
+#     against the emulator;
+#   - hyparquet (with hyparquet-compressors for zstd) and DuckDB's Node API,
+#     independent Parquet readers the Parquet sink's tests run over the
+#     files the sink writes (internal/parquettest/check.mjs). hyparquet
+#     finds columns by path as Spark and Athena do; DuckDB's
+#     parquet_metadata() shows every column chunk's footer.
 # Every package is pinned. It is idempotent: when every pinned package is
 # already installed at its version, nothing is done, so `make tools` is cheap
 # to run again.
@@ -18,6 +23,9 @@ pins=(
 	"@azure/event-hubs@6.0.4"
 	"@azure/eventhubs-checkpointstore-blob@2.0.0"
 	"@azure/storage-blob@12.28.0"
+	"hyparquet@1.33.0"
+	"hyparquet-compressors@1.1.2"
+	"@duckdb/node-api@1.5.6-r.1"
 )
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
