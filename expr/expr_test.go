@@ -149,6 +149,55 @@ func TestEvalInvalidJSON(t *testing.T) {
 	}
 }
 
+// TestEvalUnknown: a path into a body that is not JSON is unknown, and
+// conditions follow three-valued logic; a condition that stays unknown is
+// an error naming the path, never a silent false.
+func TestEvalUnknown(t *testing.T) {
+	tests := []struct {
+		cond string
+		want string // "true", "false" or "unknown"
+	}{
+		{`$.op == 'd' or @body == ''`, "true"}, // the README's delete example
+		{`$.op == 'd' or true`, "true"},
+		{`$.op == 'd' and false`, "false"},
+		{`$.op == 'd' and @partition == '9'`, "false"},
+		{`not ($.op == 'd') or @partition == '3'`, "true"},
+		{`$.op == 'd'`, "unknown"},
+		{`$.op != 'd'`, "unknown"},
+		{`not $.op == 'd'`, "unknown"},
+		{`$.op == 'd' or @partition == '9'`, "unknown"},
+		{`$.op == 'd' and true`, "unknown"},
+		{`exists($.op) or false`, "unknown"},
+		{`$.op in ['d'] and @partition == '3'`, "unknown"},
+		{`$.op =~ 'd' or $.x == 1`, "unknown"},
+		{`@partition == '3' and ($.a == 1 or @body == '')`, "true"},
+	}
+	for _, body := range []string{``, `plain text`} {
+		for _, tt := range tests {
+			t.Run(body+"/"+tt.cond, func(t *testing.T) {
+				got, err := MustCompile(tt.cond).Eval(testEvent(body))
+				if strings.Contains(tt.cond, "@body == ''") && body != "" {
+					tt.want = "unknown" // @body is not empty, so only the path could decide
+				}
+				switch tt.want {
+				case "unknown":
+					var ue *UnknownError
+					if !errors.As(err, &ue) || !errors.Is(err, mapping.ErrInvalidJSON) || got {
+						t.Fatalf("Eval = %v, %v; want false and an *UnknownError wrapping ErrInvalidJSON", got, err)
+					}
+					if !strings.HasPrefix(err.Error(), "unknown: $.") || !strings.Contains(err.Error(), "reads a body that is not JSON") {
+						t.Fatalf("error %q does not name the path it could not read", err)
+					}
+				default:
+					if err != nil || got != (tt.want == "true") {
+						t.Fatalf("Eval = %v, %v; want %s, nil", got, err, tt.want)
+					}
+				}
+			})
+		}
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	tests := []struct{ cond, want string }{
 		{``, `column 1: empty condition`},
