@@ -224,11 +224,11 @@ func TestLoadFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := c.Connectors[0].Filter
-	ok, err := f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`)})
+	ok, err := f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`)}, "")
 	if err != nil || !ok {
 		t.Fatalf("Keeps = %v, %v", ok, err)
 	}
-	ok, _ = f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`), Properties: map[string]any{"test": true}})
+	ok, _ = f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`), Properties: map[string]any{"test": true}}, "")
 	if ok {
 		t.Fatal("drop did not drop")
 	}

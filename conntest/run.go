@@ -85,7 +85,8 @@ func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w
 type preparedCase struct {
 	name, connector string
 	filter          *connector.FilterSpec
-	stops           bool // errors.tolerance: none
+	format          cdc.Format // the sink's event format, as the runner sees it
+	stops           bool       // errors.tolerance: none
 	target          target
 	events          []sinks.Event
 	expect          []expectation
@@ -93,7 +94,7 @@ type preparedCase struct {
 
 // apply runs ev through the connector's filter, then its sink.
 func (c *preparedCase) apply(ctx context.Context, ev *sinks.Event) outcome {
-	keep, err := c.filter.Keeps(ev)
+	keep, err := c.filter.Keeps(ev, c.format)
 	switch {
 	case err != nil:
 		return outcome{reason: err.Error(), stops: c.stops}
@@ -165,7 +166,7 @@ func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, e
 		if len(tc.Expect) != len(tc.Events) {
 			add(path+".expect", fmt.Errorf("%d expectations for %d events (want one per event)", len(tc.Expect), len(tc.Events)))
 		}
-		pc := preparedCase{name: tc.Name, connector: tc.Connector, filter: spec.Filter, stops: spec.Errors.Tolerance == "none", target: t}
+		pc := preparedCase{name: tc.Name, connector: tc.Connector, filter: spec.Filter, format: connector.ChangeEvents(spec.Sink.Config), stops: spec.Errors.Tolerance == "none", target: t}
 		for j := range tc.Events {
 			ev, err := tc.Events[j].event(j)
 			for _, p := range config.Errors(err) {

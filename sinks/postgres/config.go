@@ -126,6 +126,11 @@ const routesTableName = "*"
 
 // routes returns c's routes: its Routes, or the one route of a connector
 // without them.
+// EventFormat returns the format of the events (json or debezium), so that
+// the runner's filter lets Debezium tombstones through to the sink, which
+// skips them.
+func (c *Config) EventFormat() cdc.Format { return c.Format }
+
 func (c *Config) routes() []Route {
 	if len(c.Routes) > 0 {
 		return c.Routes
