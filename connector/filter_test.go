@@ -149,7 +149,7 @@ func TestRunnerFilterInvalidJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := mem.DeadLetters("0")
-	if len(dead) != 4 || dead[0].Event.SequenceNumber != 4 || !strings.Contains(dead[0].Reason, "filter.keep: invalid JSON body") {
+	if len(dead) != 4 || dead[0].Event.SequenceNumber != 4 || !strings.Contains(dead[0].Reason, "filter.keep: unknown: $.seq reads a body that is not JSON") {
 		t.Fatalf("dead letters %d, first %+v", len(dead), dead)
 	}
 	if got := mem.Committed("0"); len(got) != 35-4 {
