@@ -47,7 +47,7 @@ run) or a drain did not finish, 2 bad usage or config.
 
 // runRun is `ehsink run`.
 func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", runUsage)
+	fs := newFlagSet(ctx, "run", runUsage)
 	path := fs.String("c", "connectors.yaml", "the config `file`")
 	var names stringList
 	fs.Var(&names, "connector", "run only the connector `NAME` (repeatable; default all)")

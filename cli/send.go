@@ -53,7 +53,7 @@ Exit status: 0 sent, 1 failed, 2 bad usage.
 
 // runSend is `ehsink send`.
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("send", sendUsage)
+	fs := newFlagSet(ctx, "send", sendUsage)
 	var (
 		t       target
 		file    = fs.String("file", "", "read lines from `FILE` instead of stdin")

@@ -52,7 +52,7 @@ test file (every problem with its path) or bad usage.
 
 // runTest is `ehsink test`.
 func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("test", testUsage)
+	fs := newFlagSet(ctx, "test", testUsage)
 	path := fs.String("c", "connectors.yaml", "the config `file`")
 	tests := fs.String("tests", "", "the test `file` (default: the config's name with _test, such as connectors_test.yaml)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {

@@ -19,20 +19,37 @@ packages registered).
 `
 
 // runVersion is `ehsink version`.
-func (o Options) runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", versionUsage)
+func (o Options) runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet(ctx, "version", versionUsage)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
 	v := buildVersion(o.Version, o.Commit)
-	fmt.Fprintf(stdout, "ehsink %s\ncommit %s\n%s %s/%s\n", v.version, v.commit, v.goVersion, runtime.GOOS, runtime.GOARCH)
-	var registered *sinks.Registry // nil: what the sink packages registered
-	fmt.Fprintf(stdout, "sinks %s\n", strings.Join(registered.Names(), ", "))
+	fmt.Fprintf(stdout, "%s %s\ncommit %s\n", o.program(), v.version, v.commit)
+	if v.ehsink != "" {
+		fmt.Fprintf(stdout, "ehsink %s\n", v.ehsink) // the module a custom binary builds on
+	}
+	fmt.Fprintf(stdout, "%s %s/%s\n", v.goVersion, runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "sinks %s\n", strings.Join(registeredSinks(), ", "))
 	return exitOK
 }
 
+// registeredSinks lists the sink types the binary's sink packages
+// registered.
+func registeredSinks() []string {
+	var registered *sinks.Registry // nil: the global registry
+	return registered.Names()
+}
+
+// ehsinkModule is the module path of ehsink, which a custom binary's
+// module requires.
+const ehsinkModule = "github.com/ehsink/ehsink"
+
 type versionInfo struct {
 	version, commit, goVersion string
+	// ehsink is the version of module github.com/ehsink/ehsink when the
+	// binary is another module's (a custom binary), else empty.
+	ehsink string
 }
 
 // buildVersion fills in what the linker flags did not set from the build
@@ -61,6 +78,14 @@ func buildVersion(version, commit string) versionInfo {
 		}
 		if info.GoVersion != "" {
 			v.goVersion = info.GoVersion
+		}
+		for _, d := range info.Deps {
+			if d.Path == ehsinkModule {
+				v.ehsink = d.Version
+				if d.Replace != nil {
+					v.ehsink += " => " + d.Replace.Path // a local checkout
+				}
+			}
 		}
 	}
 	if v.version == "" {
