@@ -3,6 +3,7 @@ package sinks
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -47,6 +48,15 @@ type Position struct {
 	SequenceNumber int64
 	// Offset of the event; may be empty when only the sequence number is known.
 	Offset string
+}
+
+// String returns "seq N (offset O)", or "seq N" when the offset is not
+// known: how tests and logs print a watermark.
+func (p Position) String() string {
+	if p.Offset == "" {
+		return "seq " + strconv.FormatInt(p.SequenceNumber, 10)
+	}
+	return "seq " + strconv.FormatInt(p.SequenceNumber, 10) + " (offset " + p.Offset + ")"
 }
 
 // Covers reports whether the watermark w (nil: nothing committed) already
