@@ -41,10 +41,14 @@ test: tools lint build-static config-test unit fuzz chaos-ci ## everything CI ru
 
 # The chaos matrix is left out of `unit` (it runs in chaos-ci, alone, so
 # that no other test's load weighs on its catch-up bound).
-unit: ## go test -race over every package but the chaos matrix, then the deploy/ module (Dockerfile, Kubernetes manifests)
+# examples/jsonfiles is a module of its own, built against this checkout by a
+# replace, as a user's custom sink is: its tests run the conformance kit,
+# build its binary and run `ehsink-jsonfiles test` over its config.
+unit: ## go test -race over every package but the chaos matrix, then the deploy/ module (Dockerfile, Kubernetes manifests) and the examples/jsonfiles module (a custom sink)
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/e2e/chaos$$')
 	$(GO) test -count=1 -run 'Allocs$$' ./expr # allocations are counted without -race (its sync.Pool drops at random)
 	cd deploy && $(GO) test -race -count=1 -timeout 10m ./...
+	cd examples/jsonfiles && $(GO) test -race -count=1 -timeout 10m ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each (a failure is rerun once: a real crasher is kept in testdata and fails again)
 	@set -e; for pkg in $$($(GO) list ./...); do \
@@ -67,6 +71,7 @@ lint: ## gofmt check, go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	cd deploy && $(GO) vet ./... && $$($(GO) -C .. tool -n staticcheck) ./...
+	cd examples/jsonfiles && $(GO) vet ./... && $$($(GO) -C ../.. tool -n staticcheck) ./...
 
 tools: ## install test tools that are not Go modules (Azurite and the JS Event Hubs SDK into .tools/, PostgreSQL 15 and the Python SDK from apt when missing)
 	bash scripts/install-tools.sh

@@ -11,13 +11,28 @@ import (
 	"testing"
 
 	"github.com/ehsink/ehsink/examples/jsonfiles"
+	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
 // TestConformance runs the sink through ehsink's conformance kit, each case
-// in its own directory.
+// in its own directory: with the bodies as they came, and with a column
+// mapping (whose bad event is one whose amount is not a number).
 func TestConformance(t *testing.T) {
+	t.Run("bodies", func(t *testing.T) { conformance(t, nil, "{not json") })
+	var cols mapping.Columns
+	for _, c := range [][3]string{{"id", "$.id", "string"}, {"amount", "$.amount", "decimal(12,2)"}} {
+		col, err := mapping.NewColumn(c[0], c[1], c[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, col)
+	}
+	t.Run("columns", func(t *testing.T) { conformance(t, cols, `{"id":"x","amount":"lots"}`) })
+}
+
+func conformance(t *testing.T, cols mapping.Columns, badBody string) {
 	root := t.TempDir()
 	var mu sync.Mutex
 	dirs := map[string]string{}
@@ -31,7 +46,7 @@ func TestConformance(t *testing.T) {
 	}
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) sinks.Sink {
-			s, err := jsonfiles.Driver{}.New(context.Background(), &jsonfiles.Config{Dir: dir(t)}, sinks.Info{})
+			s, err := jsonfiles.Driver{}.New(context.Background(), &jsonfiles.Config{Dir: dir(t), Columns: cols}, sinks.Info{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +63,7 @@ func TestConformance(t *testing.T) {
 		},
 		BadEvent: func(p string, seq int64) sinks.Event {
 			ev := sinktest.Event(p, seq)
-			ev.Body = []byte("{not json")
+			ev.Body = []byte(badBody)
 			return ev
 		},
 		Fencing: true,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,6 +164,19 @@ connectors:
 		_ = run.Process.Kill()
 		<-exited
 		t.Fatalf("run did not stop after SIGINT; logs:\n%s", logs.String())
+	}
+}
+
+// TestConfigTest runs `ehsink-jsonfiles test` over the example's
+// connectors.yaml and connectors_test.yaml, as CI does: the mapping is
+// checked with no event hub, so EVENTHUB_CONNECTION is not set.
+func TestConfigTest(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.CommandContext(t.Context(), bin, "test", "-c", filepath.Join("..", "..", "connectors.yaml"))
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "EVENTHUB_CONNECTION=") })
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "2 cases passed") {
+		t.Fatalf("ehsink-jsonfiles test: %v\n%s", err, out)
 	}
 }
 
