@@ -27,6 +27,15 @@ type Config struct {
 	Output string `yaml:"output"`
 }
 
+// Destination says where the sink writes, for the connector's start line.
+func (c *Config) Destination() string {
+	out := c.Output
+	if out == "" {
+		out = "stdout"
+	}
+	return out + ", one line per event"
+}
+
 // Validate implements sinks.Validator.
 func (c *Config) Validate() error {
 	var errs []error
