@@ -231,7 +231,9 @@ func (e *Event) event(index int) (sinks.Event, error) {
 // of a table-shaped sink, or the stdout sink's line format.
 func newTarget(spec *connector.Spec) (target, error) {
 	stops := spec.Errors.Tolerance == "none"
-	if spec.Sink.Type == "stdout" {
+	if _, mapped := columnsOf(spec.Sink.Config); spec.Sink.Type == "stdout" && !mapped {
+		// The envelope (or the raw body); with columns, the stdout sink
+		// writes rows, checked as those of the table sinks are.
 		format, _ := stringField(spec.Sink.Config, "format")
 		return &stdoutTarget{raw: format == "raw", stops: stops}, nil
 	}

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/ehsink/ehsink/internal/record"
+	"github.com/ehsink/ehsink/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -25,6 +27,12 @@ type Config struct {
 	Format string `yaml:"format"`
 	// Output is stdout or stderr. If empty, stdout.
 	Output string `yaml:"output"`
+	// Columns, if set (json format), make each line a JSON object of these
+	// columns, in their order, instead of the envelope: the column mapping
+	// of the table sinks (`name: $.path`, `@sequence_number`, `{from,
+	// type}`), for lines short enough to read. An event that does not map
+	// is a dead letter.
+	Columns mapping.Columns `yaml:"columns"`
 }
 
 // Destination says where the sink writes, for the connector's start line.
@@ -33,7 +41,13 @@ func (c *Config) Destination() string {
 	if out == "" {
 		out = "stdout"
 	}
-	return out + ", one line per event"
+	switch {
+	case c.Format == "raw":
+		return out + ", one body per line"
+	case len(c.Columns) > 0:
+		return out + ", one line of " + strings.Join(c.Columns.Names(), ", ") + " per event"
+	}
+	return out + ", one JSON envelope per event"
 }
 
 // Validate implements sinks.Validator.
@@ -48,6 +62,13 @@ func (c *Config) Validate() error {
 	case "", "stdout", "stderr":
 	default:
 		errs = append(errs, &sinks.FieldError{Field: "output", Err: fmt.Errorf("unknown output %q (want stdout or stderr)", c.Output)})
+	}
+	if len(c.Columns) > 0 {
+		if c.Format == "raw" {
+			errs = append(errs, &sinks.FieldError{Field: "columns", Err: errors.New("used with format json (raw writes the body as is)")})
+		} else if _, err := mapping.Compile(c.Columns); err != nil {
+			errs = append(errs, &sinks.FieldError{Field: "columns", Err: err})
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -70,14 +91,20 @@ func (driver) New(_ context.Context, cfg any, _ sinks.Info) (sinks.Sink, error) 
 
 // Sink writes lines to one io.Writer. It is safe for concurrent use.
 type Sink struct {
-	raw bool
-	mu  sync.Mutex // guards out
-	out *bufio.Writer
+	raw    bool
+	mapper *mapping.Mapper // Config.Columns compiled; nil: the envelope
+	mu     sync.Mutex      // guards out
+	out    *bufio.Writer
 }
 
-// New returns a sink writing to w.
+// New returns a sink writing to w. Columns that do not compile (a config
+// that was not validated) are ignored: lines are then envelopes.
 func New(w io.Writer, cfg Config) *Sink {
-	return &Sink{raw: cfg.Format == "raw", out: bufio.NewWriterSize(w, 64<<10)}
+	s := &Sink{raw: cfg.Format == "raw", out: bufio.NewWriterSize(w, 64<<10)}
+	if len(cfg.Columns) > 0 && !s.raw {
+		s.mapper, _ = mapping.Compile(cfg.Columns)
+	}
+	return s
 }
 
 // Open implements sinks.Sink. The stdout sink keeps no watermark.
@@ -97,6 +124,7 @@ type writer struct {
 	s    *Sink
 	buf  bytes.Buffer
 	last *sinks.Position
+	row  []any // scratch of appendRow
 }
 
 func (w *writer) Write(_ context.Context, events []sinks.Event) error {
@@ -106,6 +134,12 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 		if w.s.raw {
 			w.buf.Write(ev.Body)
 			w.buf.WriteByte('\n')
+			continue
+		}
+		if w.s.mapper != nil {
+			if err := w.appendRow(ev); err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+			}
 			continue
 		}
 		line, err := json.Marshal(record.NewEvent(ev))
@@ -124,6 +158,41 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	if failed != nil {
 		return &sinks.BatchError{Failed: failed}
 	}
+	return nil
+}
+
+// appendRow appends ev's mapped columns to the buffer as one JSON object,
+// keys in the columns' order.
+func (w *writer) appendRow(ev *sinks.Event) error {
+	cols := w.s.mapper.Columns()
+	if cap(w.row) < len(cols) {
+		w.row = make([]any, len(cols))
+	}
+	row := w.row[:len(cols)]
+	if err := w.s.mapper.Map(ev, row); err != nil {
+		return err // a *mapping.ColumnError naming the column
+	}
+	line := []byte{'{'}
+	for i, c := range cols {
+		if i > 0 {
+			line = append(line, ',')
+		}
+		name, _ := json.Marshal(c.Name)
+		v := row[i]
+		switch x := v.(type) {
+		case mapping.Decimal:
+			v = json.Number(x.String())
+		case []byte:
+			v = string(x)
+		}
+		val, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		line = append(append(append(line, name...), ':'), val...)
+	}
+	clear(row)
+	w.buf.Write(append(line, '}', '\n'))
 	return nil
 }
 
