@@ -2,21 +2,23 @@ package parquet
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 )
 
 // Destination says where the sink writes, for the connector's start line:
-// the directory or container and the path template of the files.
+// the directory (or container) and the folders of the path template; the
+// file names are on each "parquet file committed" line.
 func (c *Config) Destination() string {
-	where := "Parquet files in " + c.Dir
+	folders := ""
+	if d := path.Dir(c.Path); c.Path != "" && d != "." {
+		folders = "/" + d
+	}
 	if c.Blob != nil {
-		where = "Parquet files in blob container " + c.Blob.Container
+		return "Parquet files in blob container " + c.Blob.Container + folders
 	}
-	if c.Path != "" {
-		where += " as " + c.Path
-	}
-	return where
+	return "Parquet files in " + filepath.ToSlash(filepath.Clean(c.Dir)) + folders
 }
 
 // committedPath is where a committed file is, for its log line: its path
