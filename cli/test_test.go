@@ -61,7 +61,7 @@ tests:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := cli(t, "test", "-c", cfg); code != exitOK || !strings.Contains(out, "1 cases passed") {
+	if code, out, errOut := cli(t, "test", "-c", cfg); code != exitOK || !strings.Contains(out, "1 case passed") {
 		t.Errorf("test: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	code, _, errOut := cli(t, "validate", "-c", cfg)

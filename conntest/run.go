@@ -76,7 +76,11 @@ func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w
 	if res.Failed > 0 {
 		fmt.Fprintf(w, "FAIL %s: %d of %d cases failed\n", testPath, res.Failed, res.Cases)
 	} else {
-		fmt.Fprintf(w, "ok %s: %d cases passed\n", testPath, res.Cases)
+		cases := "cases"
+		if res.Cases == 1 {
+			cases = "case"
+		}
+		fmt.Fprintf(w, "ok %s: %d %s passed\n", testPath, res.Cases, cases)
 	}
 	return res, nil
 }
