@@ -134,12 +134,27 @@ func programOf(ctx context.Context) string {
 }
 
 // renamed rewrites a text written for "ehsink " (usage, examples) for
-// the program prog.
+// the program prog, keeping the continuation lines of a usage line aligned
+// under its flags.
 func renamed(text, prog string) string {
 	if prog == "ehsink" {
 		return text
 	}
-	return strings.ReplaceAll(text, "ehsink ", prog+" ")
+	pad := strings.Repeat(" ", max(len(prog)-len("ehsink"), 0))
+	lines := strings.Split(text, "\n")
+	inUsage := false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "Usage: ehsink "):
+			inUsage = true
+		case inUsage && strings.HasPrefix(l, "          "):
+			lines[i] = pad + l
+		default:
+			inUsage = false
+		}
+		lines[i] = strings.ReplaceAll(lines[i], "ehsink ", prog+" ")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // runEmulator is `ehsink emulator`, when the binary has the development
