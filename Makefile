@@ -41,17 +41,29 @@ image: ## build the container image IMAGE (needs docker or podman; the build sta
 	$(or $(shell command -v docker 2>/dev/null),$(shell command -v podman 2>/dev/null),$(error make image: neither docker nor podman found)) \
 	  build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
-run: build ## run the connectors in connectors.yaml (the shipped one needs nothing but Go)
-	./$(BIN) run -c $(CONFIG)
+# On a terminal, ehsink runs as a job of its own (bash job control: its own
+# process group, made the terminal's foreground group by fg), so Ctrl-C
+# reaches ehsink alone: it drains and exits 0, and so does make. Without
+# job control the terminal's SIGINT also reaches make, which then exits 130
+# whatever ehsink returns. Without a terminal (CI, a pipe), ehsink runs
+# plainly and a signal sent to it directly stops it.
+run: build ## run the connectors in connectors.yaml (the shipped one needs nothing but Go); Ctrl-C stops it with status 0
+	@echo './$(BIN) run -c $(CONFIG)'
+	@if [ -t 0 ]; then bash -c 'set -m; "$$@" & fg %1 >/dev/null' run ./$(BIN) run -c $(CONFIG); \
+	else ./$(BIN) run -c $(CONFIG); fi
 
 test: tools lint build-static config-test unit fuzz chaos-ci ## everything CI runs: services, gofmt + vet, the static (container) build, unit and integration tests (-race), short fuzzing, the short chaos matrix
 
 # The chaos matrix is left out of `unit` (it runs in chaos-ci, alone, so
 # that no other test's load weighs on its catch-up bound).
-unit: ## go test -race over every package but the chaos matrix, then the deploy/ module (Dockerfile, Kubernetes manifests)
+# examples/jsonfiles is a module of its own, built against this checkout by a
+# replace, as a user's custom sink is: its tests run the conformance kit,
+# build its binary and run `ehsink-jsonfiles test` over its config.
+unit: ## go test -race over every package but the chaos matrix, then the deploy/ module (Dockerfile, Kubernetes manifests) and the examples/jsonfiles module (a custom sink)
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/test/chaos$$')
 	$(GO) test -count=1 -run 'Allocs$$' ./internal/table/expr # allocations are counted without -race (its sync.Pool drops at random)
 	cd deploy && $(GO) test -race -count=1 -timeout 10m ./...
+	cd examples/jsonfiles && $(GO) test -race -count=1 -timeout 10m ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each (a failure is rerun once: a real crasher is kept in testdata and fails again)
 	@set -e; for pkg in $$($(GO) list ./...); do \
@@ -74,6 +86,7 @@ lint: ## gofmt check, go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	cd deploy && $(GO) vet ./... && $$($(GO) -C .. tool -n staticcheck) ./...
+	cd examples/jsonfiles && $(GO) vet ./... && $$($(GO) -C ../.. tool -n staticcheck) ./...
 
 tools: ## install test tools that are not Go modules (Azurite and the JS Event Hubs SDK into .tools/, PostgreSQL 15 and the Python SDK from apt when missing)
 	bash test/scripts/install-tools.sh

@@ -57,7 +57,7 @@ Exit status: 0 ok, 1 failed, 2 bad usage.
 
 // runCheckpoints is `ehsink checkpoints`.
 func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("checkpoints", checkpointsUsage)
+	fs := newFlagSet(ctx, "checkpoints", checkpointsUsage)
 	if len(args) == 0 {
 		fs.printUsage(stderr)
 		return exitUsage

@@ -70,6 +70,10 @@ func (o Options) commands() []command {
 // Options configure [Main]. The zero value is a complete CLI over the
 // sinks the binary registers.
 type Options struct {
+	// Name is the program's name in --help, each command's usage, its
+	// flag errors and `version` (a custom binary: "ehsink-jsonfiles"). If
+	// empty, "ehsink".
+	Name string
 	// Version and Commit are what `version` prints; when empty, they come
 	// from the build info Go records (module version, VCS revision).
 	Version, Commit string
@@ -109,6 +113,50 @@ func Main(ctx context.Context, args []string, opts Options) int {
 	return opts.dispatch(ctx, args, opts.Stdout, opts.Stderr)
 }
 
+// program is the name the CLI calls itself: Options.Name, or ehsink.
+func (o Options) program() string {
+	if o.Name != "" {
+		return o.Name
+	}
+	return "ehsink"
+}
+
+// programKey carries the program's name to the commands' flag sets, whose
+// usage texts are written for "ehsink".
+type programKey struct{}
+
+// programOf returns the program's name dispatch put in ctx, or ehsink.
+func programOf(ctx context.Context) string {
+	if name, ok := ctx.Value(programKey{}).(string); ok {
+		return name
+	}
+	return "ehsink"
+}
+
+// renamed rewrites a text written for "ehsink " (usage, examples) for
+// the program prog, keeping the continuation lines of a usage line aligned
+// under its flags.
+func renamed(text, prog string) string {
+	if prog == "ehsink" {
+		return text
+	}
+	pad := strings.Repeat(" ", max(len(prog)-len("ehsink"), 0))
+	lines := strings.Split(text, "\n")
+	inUsage := false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "Usage: ehsink "):
+			inUsage = true
+		case inUsage && strings.HasPrefix(l, "          "):
+			lines[i] = pad + l
+		default:
+			inUsage = false
+		}
+		lines[i] = strings.ReplaceAll(lines[i], "ehsink ", prog+" ")
+	}
+	return strings.Join(lines, "\n")
+}
+
 // runEmulator is `ehsink emulator`, when the binary has the development
 // environment.
 func (o Options) runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -134,6 +182,7 @@ func (o Options) load(path string) (*connector.Config, error) {
 
 // dispatch runs the command named by args[0].
 func (o Options) dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	ctx = context.WithValue(ctx, programKey{}, o.program())
 	if len(args) == 0 {
 		o.usage(stderr)
 		return exitUsage
@@ -164,24 +213,25 @@ func (o Options) dispatch(ctx context.Context, args []string, stdout, stderr io.
 			break
 		}
 	}
-	fmt.Fprintf(stderr, "ehsink: unknown command %q%s\nRun 'ehsink --help' for the commands.\n", name, hint)
+	fmt.Fprintf(stderr, "%[1]s: unknown command %[2]q%[3]s\nRun '%[1]s --help' for the commands.\n", o.program(), name, hint)
 	return exitUsage
 }
 
 func (o Options) usage(w io.Writer) {
-	fmt.Fprint(w, `ehsink moves events from Azure Event Hubs into sinks, effectively once.
-
-Usage: ehsink <command> [flags]
-
-Commands:
-`)
-	for _, c := range o.commands() {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	prog := o.program()
+	if prog == "ehsink" {
+		fmt.Fprint(w, "ehsink moves events from Azure Event Hubs into sinks, effectively once.\n")
+	} else {
+		fmt.Fprintf(w, "%s is ehsink with its own sinks (%s): it moves events from Azure Event Hubs\ninto sinks, effectively once.\n", prog, strings.Join(registeredSinks(), ", "))
 	}
-	fmt.Fprint(w, `
-Run 'ehsink <command> --help' for the flags of a command.
+	fmt.Fprintf(w, "\nUsage: %s <command> [flags]\n\nCommands:\n", prog)
+	for _, c := range o.commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, renamed(c.summary, prog))
+	}
+	fmt.Fprintf(w, `
+Run '%s <command> --help' for the flags of a command.
 Exit status: 0 ok, 1 runtime failure, 2 usage or config error.
-`)
+`, prog)
 }
 
 // signalContext returns a context cancelled by the first SIGINT or SIGTERM
@@ -224,11 +274,14 @@ type flagSet struct {
 	usage string // printed before the flags by --help and on usage errors
 }
 
-func newFlagSet(name, usage string) *flagSet {
-	fs := flag.NewFlagSet("ehsink "+name, flag.ContinueOnError)
+// newFlagSet returns the flag set of command name, named and documented
+// for the program in ctx (see Options.Name).
+func newFlagSet(ctx context.Context, name, usage string) *flagSet {
+	prog := programOf(ctx)
+	fs := flag.NewFlagSet(prog+" "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &flagSet{FlagSet: fs, usage: usage}
+	return &flagSet{FlagSet: fs, usage: renamed(usage, prog)}
 }
 
 func (fs *flagSet) printUsage(w io.Writer) {

@@ -339,3 +339,16 @@ func TestShippedConfigValidates(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out, errOut)
 	}
 }
+
+// TestRenamed: a custom binary's name replaces ehsink in usage texts, and
+// the continuation lines of a usage line stay aligned under its flags.
+func TestRenamed(t *testing.T) {
+	in := "Usage: ehsink send [--a]\n                   [--b]\n\nRun 'ehsink send --help'.\n                   not a continuation\n"
+	want := "Usage: ehsink-x send [--a]\n                     [--b]\n\nRun 'ehsink-x send --help'.\n                   not a continuation\n"
+	if got := renamed(in, "ehsink-x"); got != want {
+		t.Errorf("renamed:\n%s\nwant:\n%s", got, want)
+	}
+	if got := renamed(in, "ehsink"); got != in {
+		t.Errorf("renamed for ehsink changed the text:\n%s", got)
+	}
+}

@@ -49,7 +49,7 @@ run) or a drain did not finish, 2 bad usage or config.
 
 // runRun is `ehsink run`.
 func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", runUsage)
+	fs := newFlagSet(ctx, "run", runUsage)
 	path := fs.String("c", "connectors.yaml", "the config `file`")
 	var names stringList
 	fs.Var(&names, "connector", "run only the connector `NAME` (repeatable; default all)")
@@ -92,7 +92,11 @@ func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Wr
 		defer stop()
 		opts.Metrics = met
 	}
-	logger.Info("starting", "config", *path, "connectors", len(cfg.Connectors), "selected", []string(names))
+	started := []any{"config", *path, "connectors", len(cfg.Connectors)}
+	if len(names) > 0 { // --connector chose some; otherwise all run
+		started = append(started, "selected", []string(names))
+	}
+	logger.Info("starting", started...)
 	err = connector.Run(ctx, cfg, opts)
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Stopped by a signal while still starting (dialling, claiming):

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
@@ -20,14 +21,24 @@ import (
 )
 
 const sendUsage = `Usage: ehsink send [--connection CS | -c connectors.yaml [--connector NAME]] [--eventhub H]
-                   [--file F] [--partition-key K | --partition N]
+                   [--file F | --body TEXT] [--keyed | --partition-key K | --partition N]
+                   [--property K=V]... [--content-type T]
                    [--demo [--count N] [--rate R] [--keys K]]
 
 Sends events to an event hub with the Azure SDK ProducerClient, batched up to
 the hub's size limit. Events stream: memory stays a few MiB whatever the
 number of events.
 
-  Lines:  each line of --file (or of stdin) becomes one event, in order.
+  Lines:  each line of --file (or of stdin) becomes one event, in order; an
+          empty line is an event with an empty body (a tombstone), so N lines
+          send N events. With --keyed each line is KEY<TAB>BODY: the event
+          gets partition key KEY (order is kept per key), and "KEY<TAB>" alone
+          is a tombstone of KEY.
+  Body:   --body TEXT sends one event with body TEXT; --body '' an empty one.
+  Properties: --property K=V (repeatable) sets an application property on
+          every event: V is a boolean (true, false), an integer or a number
+          as written, otherwise a string; quote it to keep a string
+          (--property "n='7'").
   Demo:   --demo generates order events (JSON, about 200 bytes) keyed by
           customer ID, --count of them (0: until Ctrl-C) at --rate per second
           (0: as fast as the hub takes them) over --keys customers.
@@ -42,23 +53,28 @@ Exit status: 0 sent, 1 failed, 2 bad usage.
 
 // runSend is `ehsink send`.
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("send", sendUsage)
+	fs := newFlagSet(ctx, "send", sendUsage)
 	var (
 		t       target
 		file    = fs.String("file", "", "read lines from `FILE` instead of stdin")
 		key     = fs.String("partition-key", "", "send every line with partition key `K`")
 		part    = fs.String("partition", "", "send every line to partition `N`")
 		ctype   = fs.String("content-type", "", "content type of line events, for example application/json")
+		body    = fs.String("body", "", "send one event with body `TEXT` ('' for an empty body) instead of reading lines")
+		keyed   = fs.Bool("keyed", false, "each line is KEY<TAB>BODY: send it with partition key KEY")
+		props   = properties{}
 		demo    = fs.Bool("demo", false, "generate demo order events instead of reading lines")
 		count   = fs.Int("count", 100, "with --demo: number of events (0: until interrupted)")
 		rate    = fs.Float64("rate", 0, "with --demo: events per second (0: as fast as possible)")
 		keys    = fs.Int("keys", 50, "with --demo: number of customers (partition keys)")
 		verbose = fs.Bool("v", false, "log progress to stderr")
 	)
+	fs.Var(props, "property", "set application property `K=V` on every event (repeatable)")
 	t.flags(fs.FlagSet)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
+	oneBody := setFlag(fs.FlagSet, "body")
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ehsink send: "+format+"\n", a...)
 		fmt.Fprintln(stderr, "Run 'ehsink send --help' for usage.")
@@ -67,8 +83,14 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case *key != "" && *part != "":
 		return usage("--partition-key and --partition are mutually exclusive")
-	case *demo && (*file != "" || *key != "" || *part != ""):
-		return usage("--demo generates its own keys; it does not take --file, --partition-key or --partition")
+	case *demo && (*file != "" || *key != "" || *part != "" || oneBody || *keyed || len(props) > 0):
+		return usage("--demo generates its own events and keys; it does not take --file, --body, --keyed, --property, --partition-key or --partition")
+	case oneBody && (*file != "" || *keyed):
+		return usage("--body sends one event; it does not take --file or --keyed")
+	case oneBody && strings.ContainsAny(*body, "\r\n"):
+		return usage("--body is one event: it must not hold a line break (use --file)")
+	case *keyed && (*key != "" || *part != ""):
+		return usage("--keyed takes the partition key of each line; it does not take --partition-key or --partition")
 	case !*demo && (setFlag(fs.FlagSet, "count") || setFlag(fs.FlagSet, "rate") || setFlag(fs.FlagSet, "keys")):
 		return usage("--count, --rate and --keys go with --demo")
 	case *count < 0 || *rate < 0 || *keys <= 0:
@@ -109,7 +131,10 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		n, err = produce.Demo(ctx, producer, produce.DemoOptions{Count: *count, Rate: *rate, Keys: *keys, Logger: log, OnSent: bar.Add})
 	} else {
 		in := io.Reader(os.Stdin)
-		if *file != "" {
+		switch {
+		case oneBody:
+			in = strings.NewReader(*body + "\n") // one line, even when empty
+		case *file != "":
 			f, ferr := os.Open(*file)
 			if ferr != nil {
 				fmt.Fprintf(stderr, "ehsink send: %v\n", ferr)
@@ -118,7 +143,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			defer f.Close()
 			in = f
 		}
-		n, err = produce.Lines(ctx, producer, in, produce.LinesOptions{PartitionKey: *key, PartitionID: *part, ContentType: *ctype, Logger: log, OnSent: bar.Add})
+		opts := produce.LinesOptions{PartitionKey: *key, PartitionID: *part, ContentType: *ctype, Properties: props, Logger: log, OnSent: bar.Add}
+		if *keyed {
+			opts.KeySeparator = "\t"
+		}
+		n, err = produce.Lines(ctx, producer, in, opts)
 	}
 	bar.Finish()
 	fmt.Fprintf(stdout, "sent %d events to event hub %q\n", n, ep.hub)
@@ -131,6 +160,43 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// properties is the --property flag: K=V pairs, V typed as it reads.
+type properties map[string]any
+
+func (p properties) String() string { return fmt.Sprint(map[string]any(p)) }
+
+// Set adds one K=V: true and false are booleans, an integer is an int64, a
+// number a float64, a quoted value ('7' or "7") the string inside, anything
+// else a string; so a condition such as @properties.test == true reads it
+// as written.
+func (p properties) Set(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want K=V", kv)
+	}
+	p[k] = propertyValue(v)
+	return nil
+}
+
+func propertyValue(v string) any {
+	if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	switch v {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return i
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && v != "" && !strings.ContainsAny(v, "xXnN") {
+		return f // not Inf, NaN or hexadecimal floats, which read as words
+	}
+	return v
 }
 
 func setFlag(fs *flag.FlagSet, name string) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -144,6 +145,61 @@ func TestSendLines(t *testing.T) {
 	}
 }
 
+// TestSendEveryKindOfEvent: every line is one event (a blank line an
+// empty body), --property sets typed application properties, --keyed
+// takes a partition key per line, and --body sends one event, empty too.
+func TestSendEveryKindOfEvent(t *testing.T) {
+	srv := startTestEmulator(t, 1)
+	conn := srv.ConnectionString("orders")
+	file := filepath.Join(t.TempDir(), "events.txt")
+	if err := os.WriteFile(file, []byte("{\"a\":1}\n\n{\"a\":3}\nlast\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := callSend(t, "--connection", conn, "--file", file, "--property", "test=true", "--property", "v=2", "--property", "n='7'", "--property", "tag=x=y")
+	if code != 0 || !strings.Contains(stdout, "sent 4 events") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 4 events sent", code, stdout, stderr)
+	}
+	keyed := filepath.Join(t.TempDir(), "keyed.txt")
+	if err := os.WriteFile(keyed, []byte("k1\t{\"a\":5}\nk2\t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := callSend(t, "--connection", conn, "--file", keyed, "--keyed"); code != 0 || !strings.Contains(stdout, "sent 2 events") {
+		t.Fatalf("--keyed: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := callSend(t, "--connection", conn, "--body", "", "--partition-key", "k3"); code != 0 || !strings.Contains(stdout, "sent 1 events") {
+		t.Fatalf("--body '': exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	got := readAll(t, conn)["0"]
+	type ev struct {
+		body, key string
+		props     map[string]any
+	}
+	props := map[string]any{"test": true, "v": int64(2), "n": "7", "tag": "x=y"}
+	want := []ev{
+		{`{"a":1}`, "", props}, {``, "", props}, {`{"a":3}`, "", props}, {`last`, "", props},
+		{`{"a":5}`, "k1", nil}, {``, "k2", nil},
+		{``, "k3", nil},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("hub holds %d events, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		e := got[i]
+		key := ""
+		if e.PartitionKey != nil {
+			key = *e.PartitionKey
+		}
+		if string(e.Body) != w.body || key != w.key || fmt.Sprint(e.Properties) != fmt.Sprint(w.props) {
+			t.Errorf("event %d: body %q key %q properties %v; want %q %q %v", i, e.Body, key, e.Properties, w.body, w.key, w.props)
+		}
+		for k, v := range w.props {
+			if fmt.Sprintf("%T", e.Properties[k]) != fmt.Sprintf("%T", v) {
+				t.Errorf("event %d: property %s is a %T, want a %T", i, k, e.Properties[k], v)
+			}
+		}
+	}
+}
+
 func TestSendUsage(t *testing.T) {
 	tests := []struct {
 		name string
@@ -159,6 +215,11 @@ func TestSendUsage(t *testing.T) {
 		{"bad partition", []string{"--connection", "x", "--partition", "one"}, 2, "partition"},
 		{"connector without file", []string{"--connector", "a"}, 2, "needs -c"},
 		{"positional", []string{"extra"}, 2, "unexpected argument"},
+		{"property without =", []string{"--connection", "x", "--property", "k"}, 2, `"k": want K=V`},
+		{"body and file", []string{"--connection", "x", "--body", "", "--file", "f"}, 2, "--body sends one event"},
+		{"body with a line break", []string{"--connection", "x", "--body", "a\nb"}, 2, "must not hold a line break"},
+		{"keyed and key", []string{"--connection", "x", "--keyed", "--partition-key", "k"}, 2, "--keyed takes the partition key of each line"},
+		{"demo and property", []string{"--connection", "x", "--demo", "--property", "a=b"}, 2, "--demo generates its own"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

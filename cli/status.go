@@ -32,7 +32,7 @@ Exit status: 0 ok, 1 the API could not be read, 2 bad usage.
 
 // runStatus is `ehsink status`.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", statusUsage)
+	fs := newFlagSet(ctx, "status", statusUsage)
 	addr := fs.String("addr", ops.DefaultAddr, "the operations API `HOST:PORT` of the replica (http.listen or --http of ehsink run)")
 	watch := fs.Bool("watch", false, "redraw the table every --interval until interrupted")
 	every := fs.Duration("interval", 2*time.Second, "redraw `interval` with --watch")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,5 +34,48 @@ func TestTestCommand(t *testing.T) {
 				t.Errorf("exit %d (want %d), stdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
 			}
 		})
+	}
+}
+
+// TestTestCommandNeedsNoSource: `ehsink test` connects to nothing, so a
+// connector's source and checkpoint may read variables that are not set
+// (EVENTHUB_CONNECTION); `validate`, which checks what `run` uses, reports
+// each such variable once, as one line.
+func TestTestCommandNeedsNoSource(t *testing.T) {
+	const unset = "EHSINK_TEST_NEVER_SET_CONNECTION"
+	t.Setenv(unset, "")
+	cfg := writeConfig(t, `
+connectors:
+  - name: orders
+    source: {connection: "${`+unset+`}"}
+    checkpoint: {blob: {connection: "${`+unset+`}", container: checkpoints}}
+    sink: {type: stdout, format: raw}
+`)
+	tests := filepath.Join(filepath.Dir(cfg), "connectors_test.yaml")
+	if err := os.WriteFile(tests, []byte(`
+tests:
+  - name: raw
+    connector: orders
+    events: [{body: '{"a": 1}'}]
+    expect: [{record: '{"a": 1}'}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := cli(t, "test", "-c", cfg); code != exitOK || !strings.Contains(out, "1 case passed") {
+		t.Errorf("test: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, _, errOut := cli(t, "validate", "-c", cfg)
+	want := []string{
+		"connectors[0].checkpoint.blob.connection: environment variable " + unset + " is not set",
+		"connectors[0].source.connection: environment variable " + unset + " is not set",
+	}
+	var got []string
+	for _, l := range strings.Split(errOut, "\n") {
+		if strings.HasPrefix(l, "  ") {
+			got = append(got, strings.TrimSpace(l))
+		}
+	}
+	if code != exitUsage || len(got) != len(want) || !strings.HasPrefix(got[0], want[0]) || !strings.HasPrefix(got[1], want[1]) {
+		t.Errorf("validate: exit %d, problems %q; want exit 2 and one line per unset variable:\n%s", code, got, errOut)
 	}
 }

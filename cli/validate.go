@@ -24,8 +24,8 @@ Exit status: 0 valid, 2 invalid or bad usage.
 `
 
 // runValidate is `ehsink validate`.
-func (o Options) runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", validateUsage)
+func (o Options) runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet(ctx, "validate", validateUsage)
 	path := fs.String("c", "connectors.yaml", "the config `file`")
 	print := fs.Bool("print", false, "print the effective config (defaults filled, secrets as ***)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {

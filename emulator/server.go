@@ -118,7 +118,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return fail(err)
 		}
 	}
-	s.log.Info("emulator listening", "addr", s.Addr(), "amqps_addr", s.TLSAddr(), "hubs", len(cfg.Hubs))
+	listening := []any{"addr", s.Addr()}
+	if s.tlsLn != nil {
+		listening = append(listening, "amqps_addr", s.TLSAddr())
+	}
+	s.log.Info("emulator listening", append(listening, "hubs", len(cfg.Hubs))...)
 	return s, nil
 }
 

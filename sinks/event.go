@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -46,4 +47,13 @@ type Position struct {
 	SequenceNumber int64
 	// Offset of the event; may be empty when only the sequence number is known.
 	Offset string
+}
+
+// String returns "seq N (offset O)", or "seq N" when the offset is not
+// known: how tests and logs print a watermark.
+func (p Position) String() string {
+	if p.Offset == "" {
+		return "seq " + strconv.FormatInt(p.SequenceNumber, 10)
+	}
+	return "seq " + strconv.FormatInt(p.SequenceNumber, 10) + " (offset " + p.Offset + ")"
 }

@@ -100,6 +100,29 @@ func (s *Source) unresolve(id string, err error) {
 	s.closeOpened(ctx, []string{id})
 }
 
+// noteStart records where partition id starts (from=earliest, or from=sink
+// watermark after_seq=N), for the "partition claimed" line that follows the
+// claim: logged there, the position reads after the claim, not before it.
+// It is also logged at debug level now.
+func (s *Source) noteStart(id string, attrs ...any) {
+	s.log.Debug("partition resume position", append([]any{"partition", id}, attrs...)...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.startAttrs == nil {
+		s.startAttrs = map[string][]any{}
+	}
+	s.startAttrs[id] = attrs
+}
+
+// takeStart returns (and forgets) what noteStart recorded for id.
+func (s *Source) takeStart(id string) []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	attrs := s.startAttrs[id]
+	delete(s.startAttrs, id)
+	return attrs
+}
+
 // takeUnresolved returns (and forgets) why partition id has no resume
 // position, or nil when it has one.
 func (s *Source) takeUnresolved(id string) error {

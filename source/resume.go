@@ -306,12 +306,12 @@ func (r *resumeStore) resumeAfter(ctx context.Context, id string, cp *azeventhub
 	rp := checkpoint.Resume(cp, wm)
 	switch {
 	case rp.Source == checkpoint.FromStart:
-		s.log.Info("partition starts", "partition", id, "from", s.startFor(id))
+		s.noteStart(id, "from", s.startFor(id))
 		return nil, nil
 	case rp.SequenceNumber == nil:
 		// a checkpoint with only an offset (written by another tool): the
 		// SDK resumes after it; it cannot be checked by sequence number.
-		s.log.Info("partition resumes", "partition", id, "from", "checkpoint offset", "offset", deref(rp.Offset))
+		s.noteStart(id, "from", "checkpoint offset", "offset", deref(rp.Offset))
 		return &azeventhubs.Checkpoint{Offset: rp.Offset}, nil
 	}
 	pos := &sinks.Position{SequenceNumber: *rp.SequenceNumber, Offset: deref(rp.Offset)}
@@ -341,7 +341,7 @@ func (r *resumeStore) resumeAfter(ctx context.Context, id string, cp *azeventhub
 		seq := checked.SequenceNumber
 		return &azeventhubs.Checkpoint{SequenceNumber: &seq}, nil
 	}
-	s.log.Info("partition resumes", "partition", id, "from", from, "after_seq", checked.SequenceNumber)
+	s.noteStart(id, "from", from, "after_seq", checked.SequenceNumber)
 	seq := checked.SequenceNumber
 	out := &azeventhubs.Checkpoint{SequenceNumber: &seq}
 	if checked.Offset != "" {

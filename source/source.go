@@ -41,7 +41,8 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
-	mu         sync.Mutex                         // guards the 11 following fields
+	mu         sync.Mutex                         // guards the 12 following fields
+	startAttrs map[string][]any                   // where each claimed partition starts, for its "partition claimed" line
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
 	resolved   map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
 	stored     map[string]int64                   // sequence number of the stored checkpoint of claimed partitions at the last listing (-1: none; absent: not known)
@@ -367,7 +368,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 		pctx, cancel := context.WithCancelCause(genCtx)
 		p := s.newPartition(pc, cancel)
 		s.markRunning(p)
-		s.log.Info("partition claimed", "partition", p.id)
+		s.log.Info("partition claimed", append([]any{"partition", p.id}, s.takeStart(p.id)...)...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/table"
 )
 
 func init() { sinks.Register("jsonfiles", Driver{}) }
@@ -33,14 +34,32 @@ func init() { sinks.Register("jsonfiles", Driver{}) }
 type Config struct {
 	// Dir is where the files go. Required.
 	Dir string `yaml:"dir"`
+	// Columns, if set, make each line's body an object of these columns
+	// (the column mapping of the built-in sinks: `name: $.path` or
+	// `{from, type}`), so `ehsink test` can check the rows. If empty, the
+	// body is the event's JSON body as it came.
+	Columns table.Columns `yaml:"columns"`
 }
 
 // Validate implements sinks.Validator.
 func (c *Config) Validate() error {
+	var errs []error
 	if c.Dir == "" {
-		return &sinks.FieldError{Field: "dir", Err: errors.New("required")}
+		errs = append(errs, &sinks.FieldError{Field: "dir", Err: errors.New("required")})
 	}
-	return nil
+	if len(c.Columns) > 0 {
+		if _, err := table.Compile(c.Columns); err != nil {
+			errs = append(errs, &sinks.FieldError{Field: "columns", Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TableShape offers the columns to `ehsink test` (package sinks/table):
+// its rows are the objects the writer makes. Without columns the sink
+// writes bodies as they came and has no mapping to test.
+func (c *Config) TableShape() (table.Shape, error) {
+	return table.Shape{Routes: []table.Route{{Name: c.Dir, Dest: c.Dir, Columns: c.Columns}}}, nil
 }
 
 // Driver builds jsonfiles sinks.
@@ -58,12 +77,23 @@ func (Driver) New(_ context.Context, cfg any, _ sinks.Info) (sinks.Sink, error) 
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("jsonfiles: %w", err)
 	}
-	return &Sink{dir: c.Dir}, nil
+	s := &Sink{dir: c.Dir}
+	if len(c.Columns) > 0 {
+		m, err := table.Compile(c.Columns)
+		if err != nil {
+			return nil, fmt.Errorf("jsonfiles: columns: %w", err)
+		}
+		s.mapper = m
+	}
+	return s, nil
 }
 
 // Sink writes JSON-lines files under one directory. It is safe for
 // concurrent use; each writer owns one partition's folder.
-type Sink struct{ dir string }
+type Sink struct {
+	dir    string
+	mapper *table.Mapper // nil: bodies as they came; safe for concurrent use
+}
 
 // Open implements sinks.Sink.
 func (s *Sink) Open(_ context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
@@ -78,7 +108,7 @@ func (s *Sink) Open(_ context.Context, partition string) (sinks.Writer, *sinks.P
 	if err != nil {
 		return nil, nil, err
 	}
-	return &writer{dir: dir}, wm, nil
+	return &writer{dir: dir, mapper: s.mapper}, wm, nil
 }
 
 // Close implements sinks.Sink.
@@ -93,17 +123,26 @@ type line struct {
 
 type writer struct {
 	dir     string
+	mapper  *table.Mapper
 	pending []sinks.Event
 }
 
 func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	var failed []sinks.EventError
 	for i, ev := range events {
-		if !json.Valid(ev.Body) {
+		if w.mapper != nil {
+			body, err := w.row(&ev)
+			if err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+				continue
+			}
+			ev.Body = body
+		} else if !json.Valid(ev.Body) {
 			failed = append(failed, sinks.EventError{Index: i, Err: errors.New("body is not JSON")})
 			continue
+		} else {
+			ev.Body = append([]byte(nil), ev.Body...) // the runner may reuse the batch
 		}
-		ev.Body = append([]byte(nil), ev.Body...) // the runner may reuse the batch
 		w.pending = append(w.pending, ev)
 	}
 	if failed != nil {
@@ -138,6 +177,27 @@ func (w *writer) Flush(context.Context) (*sinks.Position, error) {
 	w.pending = w.pending[:0]
 	pos := last.Position()
 	return &pos, nil
+}
+
+// row maps ev by the columns into a JSON object (column name → value).
+func (w *writer) row(ev *sinks.Event) ([]byte, error) {
+	cols := w.mapper.Columns()
+	vals := make([]any, len(cols))
+	if err := w.mapper.Map(ev, vals); err != nil {
+		return nil, err // a column error naming the column
+	}
+	obj := make(map[string]any, len(cols))
+	for i, c := range cols {
+		switch v := vals[i].(type) {
+		case table.Decimal:
+			obj[c.Name] = json.Number(v.String())
+		case []byte:
+			obj[c.Name] = string(v)
+		default:
+			obj[c.Name] = v
+		}
+	}
+	return json.Marshal(obj)
 }
 
 func (w *writer) Close(context.Context) error {

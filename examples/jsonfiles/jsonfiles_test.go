@@ -13,11 +13,25 @@ import (
 	"github.com/ehsink/ehsink/examples/jsonfiles"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
+	"github.com/ehsink/ehsink/sinks/table"
 )
 
 // TestConformance runs the sink through ehsink's conformance kit, each case
-// in its own directory.
+// in its own directory: with the bodies as they came, and with a column
+// mapping (whose bad event is one whose amount is not a number).
 func TestConformance(t *testing.T) {
+	t.Run("bodies", func(t *testing.T) { conformance(t, nil, "{not json") })
+	var cols table.Columns
+	if err := cols.UnmarshalConfig([]any{
+		map[string]any{"name": "id", "from": "$.id", "type": "string"},
+		map[string]any{"name": "amount", "from": "$.amount", "type": "decimal(12,2)"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("columns", func(t *testing.T) { conformance(t, cols, `{"id":"x","amount":"lots"}`) })
+}
+
+func conformance(t *testing.T, cols table.Columns, badBody string) {
 	root := t.TempDir()
 	var mu sync.Mutex
 	dirs := map[string]string{}
@@ -31,7 +45,7 @@ func TestConformance(t *testing.T) {
 	}
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) sinks.Sink {
-			s, err := jsonfiles.Driver{}.New(context.Background(), &jsonfiles.Config{Dir: dir(t)}, sinks.Info{})
+			s, err := jsonfiles.Driver{}.New(context.Background(), &jsonfiles.Config{Dir: dir(t), Columns: cols}, sinks.Info{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +62,7 @@ func TestConformance(t *testing.T) {
 		},
 		BadEvent: func(p string, seq int64) sinks.Event {
 			ev := sinktest.Event(p, seq)
-			ev.Body = []byte("{not json")
+			ev.Body = []byte(badBody)
 			return ev
 		},
 		Fencing: true,

@@ -89,7 +89,7 @@ func ExpandString(s string, getenv func(string) string) (string, error) {
 			continue
 		}
 		if !hasDef {
-			errs = append(errs, fmt.Errorf("environment variable %s is not set (or empty); set it, or write ${%s:-default}", name, name))
+			errs = append(errs, &UnsetError{Name: name})
 			continue
 		}
 		v, err := ExpandString(def, getenv)
@@ -136,4 +136,18 @@ func validVarName(name string) bool {
 		}
 	}
 	return true
+}
+
+// UnsetError is the problem of a ${VAR} reference to a variable that is not
+// set (or empty) and has no default. The value it was in stays unexpanded,
+// so a caller drops the other complaints about that value (they follow
+// from this one).
+type UnsetError struct {
+	// Name is the variable's name.
+	Name string
+}
+
+// Error returns "environment variable NAME is not set (or empty); ...".
+func (e *UnsetError) Error() string {
+	return fmt.Sprintf("environment variable %s is not set (or empty); set it, or write ${%s:-default}", e.Name, e.Name)
 }

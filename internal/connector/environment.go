@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -74,7 +75,14 @@ func startEnvironment(ctx context.Context, cfg *Config, dev DevEnv, log *slog.Lo
 			log.Warn("emulator shutdown", "error", err)
 		}
 	})
-	log.Info("built-in Event Hubs emulator started", "addr", emu.Addr(), "hubs", names)
+	// The connection string lets other tools (ehsink send, an SDK) reach
+	// the emulator while this process runs; the key is the emulator's fixed
+	// development key, not a secret.
+	started := []any{"addr", emu.Addr(), "hubs", names}
+	if len(names) > 0 {
+		started = append(started, "connection", emu.ConnectionString(names[0]))
+	}
+	log.Info("built-in Event Hubs emulator started", started...)
 
 	if spec.Demo != nil {
 		hub := spec.Demo.EventHub
@@ -86,8 +94,21 @@ func startEnvironment(ctx context.Context, cfg *Config, dev DevEnv, log *slog.Lo
 			env.close()
 			return nil, err
 		}
+		log.Info("demo producer started", demoAttrs(hub, *spec.Demo)...)
 	}
 	return env, nil
+}
+
+// demoAttrs describe the demo producer for its start line.
+func demoAttrs(hub string, d DemoSpec) []any {
+	rate, count := "as fast as the hub takes them", "until stopped"
+	if d.Rate > 0 {
+		rate = strconv.FormatFloat(d.Rate, 'f', -1, 64) + "/s"
+	}
+	if d.Count > 0 {
+		count = strconv.Itoa(d.Count)
+	}
+	return []any{"eventhub", hub, "sends", "JSON orders keyed by customer", "rate", rate, "customers", d.Keys, "count", count}
 }
 
 // startDemo runs the demo producer until ctx is done or its count is sent.

@@ -3,6 +3,7 @@ package connector
 import (
 	"fmt"
 
+	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -21,10 +22,18 @@ type FilterSpec struct {
 }
 
 // Keeps reports whether ev passes the filter. A nil filter keeps every
-// event. An error (the body is not valid JSON and a condition reads it)
-// names the condition; the event is then dead-lettered, not dropped.
-func (f *FilterSpec) Keeps(ev *sinks.Event) (bool, error) {
+// event. An error (a condition whose value is unknown: it reads a path of a
+// body that is not valid JSON and the rest does not decide) names the
+// condition; the event is then dead-lettered, not dropped.
+//
+// With format debezium (see [ChangeEvents]), a tombstone passes
+// unevaluated: it carries nothing a condition could read, and the sink
+// skips it, so it is neither written nor dead-lettered.
+func (f *FilterSpec) Keeps(ev *sinks.Event, format cdc.Format) (bool, error) {
 	if f == nil {
+		return true, nil
+	}
+	if format == cdc.FormatDebezium && cdc.IsTombstone(ev.Body) {
 		return true, nil
 	}
 	if f.Keep != nil {
@@ -50,4 +59,15 @@ func (f *FilterSpec) validate(path string, p *problems) {
 	if f.Keep == nil && f.Drop == nil {
 		p.add(path, "set keep (a condition the events to write meet) or drop (a condition the events to drop meet)")
 	}
+}
+
+// ChangeEvents returns the format of the events of a sink config that
+// reads change events (the postgres sink's `format:`), or "" for one that
+// does not say. The filter lets Debezium tombstones through to the sink,
+// which skips them.
+func ChangeEvents(sinkConfig any) cdc.Format {
+	if c, ok := sinkConfig.(interface{ EventFormat() cdc.Format }); ok {
+		return c.EventFormat()
+	}
+	return ""
 }

@@ -149,7 +149,7 @@ func TestRunnerFilterInvalidJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := mem.DeadLetters("0")
-	if len(dead) != 4 || dead[0].Event.SequenceNumber != 4 || !strings.Contains(dead[0].Reason, "filter.keep: invalid JSON body") {
+	if len(dead) != 4 || dead[0].Event.SequenceNumber != 4 || !strings.Contains(dead[0].Reason, "filter.keep: unknown: $.seq reads a body that is not JSON") {
 		t.Fatalf("dead letters %d, first %+v", len(dead), dead)
 	}
 	if got := mem.Committed("0"); len(got) != 35-4 {
@@ -224,11 +224,11 @@ func TestLoadFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := c.Connectors[0].Filter
-	ok, err := f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`)})
+	ok, err := f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`)}, "")
 	if err != nil || !ok {
 		t.Fatalf("Keeps = %v, %v", ok, err)
 	}
-	ok, _ = f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`), Properties: map[string]any{"test": true}})
+	ok, _ = f.Keeps(&sinks.Event{Body: []byte(`{"type":"order_created"}`), Properties: map[string]any{"test": true}}, "")
 	if ok {
 		t.Fatal("drop did not drop")
 	}

@@ -23,6 +23,11 @@ type LoadOptions struct {
 	Registry *sinks.Registry
 	// Getenv looks up variables for ${VAR} expansion. If nil, os.Getenv.
 	Getenv func(string) string
+	// Ignore, if set, drops the problems whose path it returns true for
+	// (such as connectors[0].source.connection), so that a command that
+	// uses only part of a config (ehsink test: the filters and sinks'
+	// mappings) does not require the rest, nor the variables it reads.
+	Ignore func(path string) bool
 	// Environ lists the environment as KEY=value strings, for the EHSINK_
 	// overrides. If nil, os.Environ when Getenv is nil too; when Getenv is
 	// set and Environ is nil, no overrides are read, so that a caller that
@@ -84,18 +89,34 @@ func load(raw map[string]any, opts LoadOptions) (*Config, error) {
 	full := c.withDefaults()
 	errs = append(errs, full.validate())
 	if err := errors.Join(errs...); err != nil {
-		return nil, joinProblems(err)
+		if err = joinProblems(err, opts.Ignore); err != nil {
+			return nil, err
+		}
 	}
 	return full, nil
 }
 
 // joinProblems flattens err into its *config.Error problems, without
-// duplicates, joined again.
-func joinProblems(err error) error {
+// duplicates, joined again. A value that holds an unset ${VAR} gets that
+// one problem: the others about it (not a connection string, ...) follow
+// from it. Problems whose path ignore returns true for are dropped.
+func joinProblems(err error, ignore func(string) bool) error {
+	all := config.Errors(err)
+	unset := map[string]bool{}
+	for _, p := range all {
+		var ue *config.UnsetError
+		if errors.As(p.Err, &ue) {
+			unset[p.Path] = true
+		}
+	}
 	var out []error
 	seen := map[string]bool{}
-	for _, p := range config.Errors(err) {
-		if key := p.Error(); !seen[key] {
+	for _, p := range all {
+		var ue *config.UnsetError
+		switch key := p.Error(); {
+		case ignore != nil && ignore(p.Path), seen[key]:
+		case unset[p.Path] && !errors.As(p.Err, &ue):
+		default:
 			seen[key] = true
 			out = append(out, p)
 		}

@@ -195,6 +195,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		Sink:                    sink,
 		Tolerance:               spec.Errors.Tolerance,
 		Filter:                  spec.Filter,
+		Format:                  ChangeEvents(sinkCfg),
 		DeadLetters:             dead,
 		Retry:                   spec.Errors.Retry,
 		CircuitBreaker:          spec.Errors.CircuitBreaker,
@@ -238,7 +239,11 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	defer props.Wait()
 	defer stopProps()
 
-	log.Info("connector started", "eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type, "owner", src.OwnerID())
+	started := []any{"eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type}
+	if d, ok := sinkCfg.(interface{ Destination() string }); ok {
+		started = append(started, "writes_to", d.Destination())
+	}
+	log.Info("connector started", append(started, "owner", src.OwnerID())...)
 	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
 		return giveUp(runner.RunPartition(ctx, partitionAdapter{p}))
 	})

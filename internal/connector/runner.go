@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/source"
 )
@@ -79,6 +80,10 @@ type RunnerOptions struct {
 	// Filter drops events before the sink (see FilterSpec). If nil, every
 	// event is written.
 	Filter *FilterSpec
+	// Format is the format of the events the sink reads (see
+	// [ChangeEvents]): with debezium, the filter lets tombstones through.
+	// If empty, json.
+	Format cdc.Format
 	// DeadLetters stores dead letters for writers that do not store them
 	// themselves. If nil, dead letters of such writers stop the partition
 	// with an error, as with Tolerance "none".
@@ -498,7 +503,7 @@ func (pr *partitionRun) take(ctx context.Context, events []sinks.Event) error {
 	)
 	for i := range events {
 		ev := &events[i]
-		ok, err := f.Keeps(ev)
+		ok, err := f.Keeps(ev, pr.r.opts.Format)
 		switch {
 		case err != nil:
 			failed = append(failed, sinks.RejectedEvent{Event: *ev, Err: err})

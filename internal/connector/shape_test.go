@@ -203,7 +203,7 @@ func wantDead(t *testing.T, where string, got, want []string) {
 		t.Fatalf("%s dead letters %q, want %q", where, got, want)
 	}
 	for i, w := range want {
-		reason := "filter.keep: invalid JSON body"
+		reason := "filter.keep: unknown: $.records reads a body that is not JSON"
 		if strings.HasSuffix(w, "/30") {
 			reason = `element 1: column "v": "x" is not a number`
 		}

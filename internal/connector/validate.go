@@ -100,7 +100,10 @@ func (s *Spec) validate(path string, emu *EmulatorSpec, p *problems) {
 
 func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 	conn := s.Connection.Reveal()
-	var entityPath string
+	var (
+		entityPath string
+		badConn    bool // the connection string does not parse
+	)
 	switch {
 	case conn == "" && s.Namespace == "":
 		p.add(path+".connection", "required: set connection (a connection string, or %q) or namespace", EmulatorConnection)
@@ -118,6 +121,7 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 		props, err := connstr.EventHubs(conn)
 		if err != nil {
 			p.add(path+".connection", "%v, nor %q", err, EmulatorConnection)
+			badConn = true
 		} else if props.EntityPath != nil {
 			entityPath = *props.EntityPath
 		}
@@ -132,7 +136,9 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 		p.add(path+".credential", "%s: only %q (DefaultAzureCredential) is supported", config.Quote(s.Credential), defaultCredential)
 	}
 	switch {
-	case s.EventHub == "" && entityPath == "":
+	case s.EventHub == "" && entityPath == "" && !badConn:
+		// With a connection string that does not parse (an unset
+		// ${VAR}), its EntityPath is unknown: one problem, not two.
 		p.add(path+".eventhub", "required (the connection string has no EntityPath)")
 	case s.EventHub != "" && entityPath != "" && s.EventHub != entityPath:
 		p.add(path+".eventhub", "%s differs from the connection string's EntityPath %s", config.Quote(s.EventHub), config.Quote(entityPath))

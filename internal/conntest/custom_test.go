@@ -58,6 +58,9 @@ connectors:
   - name: unmapped
     source: {connection: emulator, eventhub: h}
     sink: {type: plain, dir: x}
+  - name: unset
+    source: {connection: emulator, eventhub: h}
+    sink: {type: custom, table: t}
 `)
 	cfg, err := connector.Load(cfgPath, connector.LoadOptions{Registry: &reg, Getenv: func(string) string { return "" }})
 	if err != nil {
@@ -89,7 +92,19 @@ tests:
     events: [{body: x}]
     expect: [{dead_letter: x}]
 `)
-	if got := problemPaths(t, err); len(got) != 1 || got[0] != "tests[0].connector" || !strings.Contains(err.Error(), "has no table mapping") {
+	if got := problemPaths(t, err); len(got) != 1 || got[0] != "tests[0].connector" || !strings.Contains(err.Error(), "has no table mapping to test") {
 		t.Errorf("a sink without columns: %v", err)
+	}
+	// A sink whose columns are optional and left unset has no mapping
+	// either: the same message, not "at least one column is required".
+	_, _, err = run(`
+tests:
+  - name: n
+    connector: unset
+    events: [{body: x}]
+    expect: [{dead_letter: x}]
+`)
+	if err == nil || !strings.Contains(err.Error(), `connector "unset": the sink (type custom) has no table mapping to test`) {
+		t.Errorf("a sink with its optional columns unset: %v", err)
 	}
 }

@@ -33,7 +33,8 @@
 // Each event has one expectation, in order:
 //
 //   - row: column → value, for sinks with a table shape (postgres,
-//     parquet, custom sinks whose config has a TableShape method; the
+//     parquet, stdout with columns, custom sinks whose config has a
+//     TableShape method with columns; the
 //     columns its `key` list names are not nullable, as the PostgreSQL
 //     sink's upsert key).
 //     Values are compared after the column's type conversion: numbers by
@@ -43,8 +44,8 @@
 //     (its `name`, or its table or path as written) and, for postgres, the
 //     table it lands in (a templated table as rendered); with or without a
 //     row, whose columns are then those of that route.
-//   - record: for the stdout sink, the envelope fields to check (json
-//     format), or the whole line (raw format).
+//   - record: for the stdout sink without columns, the envelope fields to
+//     check (json format), or the whole line (raw format).
 //   - dead_letter: a substring of the reason the event is dead-lettered
 //     with.
 //   - delete: key column → value, for an event that deletes its key (a

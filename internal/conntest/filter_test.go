@@ -22,9 +22,9 @@ func TestFilters(t *testing.T) {
 	for _, want := range []string{
 		"event 1 (partition 0, sequence number 0):\n      want the event dropped by the filter, got a row: id=\"o-1\" type=\"order_created\"",
 		"event 2 (partition 0, sequence number 1):\n      want a row, got the event dropped by the connector's filter",
-		"event 3 (partition 0, sequence number 2):\n      want the event dropped by the filter, got a dead letter: filter.keep: invalid JSON body",
+		"event 3 (partition 0, sequence number 2):\n      want the event dropped by the filter, got a dead letter: filter.keep: unknown: $.type reads a body that is not JSON",
 		"event 4 (partition 0, sequence number 3):\n      want a dead letter, got the event dropped by the connector's filter",
-		"want a dead letter containing \"invalid JSON\", got a failure that stops the connector (errors.tolerance: none): filter.drop: invalid JSON body",
+		"want a dead letter containing \"invalid JSON\", got a failure that stops the connector (errors.tolerance: none): filter.drop: unknown: $.type reads a body that is not JSON: invalid JSON body",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

@@ -75,7 +75,11 @@ func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w
 	if res.Failed > 0 {
 		fmt.Fprintf(w, "FAIL %s: %d of %d cases failed\n", testPath, res.Failed, res.Cases)
 	} else {
-		fmt.Fprintf(w, "ok %s: %d cases passed\n", testPath, res.Cases)
+		cases := "cases"
+		if res.Cases == 1 {
+			cases = "case"
+		}
+		fmt.Fprintf(w, "ok %s: %d %s passed\n", testPath, res.Cases, cases)
 	}
 	return res, nil
 }
@@ -84,7 +88,8 @@ func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w
 type preparedCase struct {
 	name, connector string
 	filter          *connector.FilterSpec
-	stops           bool // errors.tolerance: none
+	format          cdc.Format // the sink's event format, as the runner sees it
+	stops           bool       // errors.tolerance: none
 	target          target
 	events          []sinks.Event
 	expect          []expectation
@@ -92,7 +97,7 @@ type preparedCase struct {
 
 // apply runs ev through the connector's filter, then its sink.
 func (c *preparedCase) apply(ctx context.Context, ev *sinks.Event) outcome {
-	keep, err := c.filter.Keeps(ev)
+	keep, err := c.filter.Keeps(ev, c.format)
 	switch {
 	case err != nil:
 		return outcome{reason: err.Error(), stops: c.stops}
@@ -164,7 +169,7 @@ func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, e
 		if len(tc.Expect) != len(tc.Events) {
 			add(path+".expect", fmt.Errorf("%d expectations for %d events (want one per event)", len(tc.Expect), len(tc.Events)))
 		}
-		pc := preparedCase{name: tc.Name, connector: tc.Connector, filter: spec.Filter, stops: spec.Errors.Tolerance == "none", target: t}
+		pc := preparedCase{name: tc.Name, connector: tc.Connector, filter: spec.Filter, format: connector.ChangeEvents(spec.Sink.Config), stops: spec.Errors.Tolerance == "none", target: t}
 		for j := range tc.Events {
 			ev, err := tc.Events[j].event(j)
 			for _, p := range config.Errors(err) {
@@ -239,24 +244,35 @@ type liner interface {
 // the sinks it registers, through their configs.
 func newTarget(spec *connector.Spec) (target, error) {
 	stops := spec.Errors.Tolerance == "none"
-	if l, ok := spec.Sink.Config.(liner); ok {
-		return &stdoutTarget{line: l, raw: !l.Envelope(), stops: stops}, nil
+	var shape table.Shape
+	if sh, ok := spec.Sink.Config.(table.Shaper); ok {
+		var err error
+		if shape, err = sh.TableShape(); err != nil {
+			return nil, fmt.Errorf("connector %q: %w", spec.Name, err)
+		}
 	}
-	sh, ok := spec.Sink.Config.(table.Shaper)
-	if !ok {
-		return nil, fmt.Errorf("connector %q: sink type %s has no table mapping, so ehsink test has no rows to check (a sink opts in with a TableShape method on its config, see package sinks/table)", spec.Name, spec.Sink.Type)
-	}
-	shape, err := sh.TableShape()
-	if err != nil {
-		return nil, fmt.Errorf("connector %q: %w", spec.Name, err)
-	}
-	if len(shape.Routes) == 0 {
-		return nil, fmt.Errorf("connector %q: sink type %s declares no route", spec.Name, spec.Sink.Type)
+	if !hasColumns(shape) {
+		// The stdout sink without columns writes envelopes or bodies.
+		if l, ok := spec.Sink.Config.(liner); ok {
+			return &stdoutTarget{line: l, raw: !l.Envelope(), stops: stops}, nil
+		}
+		return nil, fmt.Errorf("connector %q: the sink (type %s) has no table mapping to test (no columns:); ehsink test checks the rows a mapping makes, or the stdout sink's records (a custom sink opts in with a TableShape method on its config, see package sinks/table)", spec.Name, spec.Sink.Type)
 	}
 	if shape.Routed {
 		return newRoutedTarget(shape, stops)
 	}
 	return newMapTarget(shape, shape.Routes[0], shape.Delete, stops)
+}
+
+// hasColumns reports whether every route of shape maps columns (a sink
+// whose optional columns are unset maps no table).
+func hasColumns(shape table.Shape) bool {
+	for _, r := range shape.Routes {
+		if len(r.Columns) == 0 {
+			return false
+		}
+	}
+	return len(shape.Routes) > 0
 }
 
 // mapTarget is a sink with one column mapping.

@@ -168,7 +168,11 @@ func done(ctx context.Context, b *batcher, log *slog.Logger, err error) (int, er
 	if ctx.Err() != nil {
 		err = nil
 	}
-	log.Info("demo producer stopped", "sent", b.sent, "err", err)
+	if err != nil {
+		log.Warn("demo producer stopped", "sent", b.sent, "err", err)
+	} else {
+		log.Info("demo producer stopped", "sent", b.sent)
+	}
 	return b.sent, err
 }
 

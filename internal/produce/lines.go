@@ -2,10 +2,13 @@ package produce
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 )
@@ -22,11 +25,20 @@ type LinesOptions struct {
 	// PartitionID sends every line to this partition. Mutually exclusive
 	// with PartitionKey.
 	PartitionID string
+	// KeySeparator, when not empty, makes each line KEY, the separator,
+	// then the body: the line is sent with that partition key (an empty
+	// KEY: none). A line without the separator is an error. Mutually
+	// exclusive with PartitionKey and PartitionID.
+	KeySeparator string
 	// ContentType is set on every event when not empty (for example
 	// application/json).
 	ContentType string
-	// KeepEmpty sends empty lines as empty events. If false, they are skipped.
-	KeepEmpty bool
+	// Properties are set as the application properties of every event.
+	Properties map[string]any
+	// SkipEmpty skips empty lines (empty bodies). If false, an empty line
+	// is an event with an empty body, as a tombstone is: every line is one
+	// event.
+	SkipEmpty bool
 	// Logger receives an info record at the end. If nil, logs are discarded.
 	Logger *slog.Logger
 	// OnSent, if set, is called with the number of events of each batch
@@ -47,20 +59,34 @@ func Lines(ctx context.Context, producer *azeventhubs.ProducerClient, r io.Reade
 	if _, err := t.batchOptions(); err != nil {
 		return 0, err
 	}
-	b := newBatcher(producer, 0) // one target: bounded by one batch anyway
+	if opts.KeySeparator != "" && t != (Target{}) {
+		return 0, errors.New("produce: a key per line excludes a partition key or ID for all lines")
+	}
+	b := newBatcher(producer, 0)
 	b.onSent = opts.OnSent
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
 	line := 0
 	for sc.Scan() {
 		line++
-		if len(sc.Bytes()) == 0 && !opts.KeepEmpty {
+		body := sc.Bytes()
+		if opts.KeySeparator != "" {
+			key, rest, ok := bytes.Cut(body, []byte(opts.KeySeparator))
+			if !ok {
+				return b.sent, fmt.Errorf("line %d: no %q between the partition key and the body", line, opts.KeySeparator)
+			}
+			t, body = Target{PartitionKey: string(key)}, rest
+		}
+		if len(body) == 0 && opts.SkipEmpty {
 			continue
 		}
-		ev := &azeventhubs.EventData{Body: append([]byte(nil), sc.Bytes()...)}
+		ev := &azeventhubs.EventData{Body: append([]byte{}, body...)}
 		if opts.ContentType != "" {
 			ct := opts.ContentType
 			ev.ContentType = &ct
+		}
+		if len(opts.Properties) > 0 {
+			ev.Properties = maps.Clone(opts.Properties)
 		}
 		if err := b.Add(ctx, t, ev); err != nil {
 			return b.sent, fmt.Errorf("line %d: %w", line, err)

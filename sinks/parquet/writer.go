@@ -503,7 +503,10 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		w.removeClaim(ctx, w.lastClaim)
 	}
 	w.lastClaim = f.claimName
-	w.log.Debug("committed", "file", name, "files", len(f.files), "rows", f.rows, "dead_letters", f.dlLines, "first_seq", f.first, "last_seq", f.last)
+	for _, df := range f.files { // one line per published file: where, and what it holds
+		w.log.Info("parquet file committed", "file", committedPath(w.s.store, df.name), "rows", df.rows)
+	}
+	w.log.Debug("committed", "files", len(f.files), "rows", f.rows, "dead_letters", f.dlLines, "first_seq", f.first, "last_seq", f.last)
 	return w.watermark, nil
 }
 

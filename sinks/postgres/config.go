@@ -124,6 +124,25 @@ const defaultMaxTables = 100
 // and dead-letter rows: one watermark covers all the routes' tables.
 const routesTableName = "*"
 
+// Destination says where the sink writes, for the connector's start line:
+// the table (or the routes' tables) and the server, without credentials.
+func (c *sinkConfig) Destination() string {
+	var tables []string
+	for _, r := range c.routes() {
+		tables = append(tables, r.Table)
+	}
+	where := "PostgreSQL table " + strings.Join(tables, ", ")
+	if pc, err := pgx.ParseConfig(c.DSN.Reveal()); err == nil {
+		where += fmt.Sprintf(" on %s:%d/%s", pc.Host, pc.Port, pc.Database)
+	}
+	return where
+}
+
+// EventFormat returns the format of the events (json or debezium), so that
+// the runner's filter lets Debezium tombstones through to the sink, which
+// skips them.
+func (c *sinkConfig) EventFormat() cdc.Format { return c.Format }
+
 // routes returns c's routes: its Routes, or the one route of a connector
 // without them.
 func (c *sinkConfig) routes() []routeConfig {

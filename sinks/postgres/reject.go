@@ -203,8 +203,8 @@ func (w *writer) isolate(ctx context.Context) (found bool, err error) {
 	// The rows of an exploded event go with it: one refused element
 	// dead-letters the event once, with all its rows held back.
 	w.rejected = slices.CompactFunc(w.rejected, func(x, y rejectedRow) bool { return x.pos.SequenceNumber == y.pos.SequenceNumber })
-	w.s.log.Warn("rows refused by the server; dead-lettering them",
-		"connector", s.info.Connector, "partition", w.partition, "count", len(refused))
+	// The logger already names the connector (sinks.Info.Logger).
+	w.s.log.Warn("rows refused by the server; dead-lettering them", "partition", w.partition, "count", len(refused))
 	return true, nil
 }
 

@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -97,13 +100,33 @@ func TestServerRefusedRows(t *testing.T) {
 			}
 
 			cp := &checkpointStore{seq: map[string]int64{}}
-			s1 := newTestSink(t, cfg)
+			// The runner hands the sink a logger that already names the
+			// connector; the sink's own lines must not name it again.
+			var logs lockedBuffer
+			info := testInfo
+			info.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("connector", testInfo.Connector)
+			s1, err := New(testCtx(t), cfg, info)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if runPartition(t, s1, cp, "3", events, 50, func(p string, flushes int) bool {
 				return p == "after-commit" && flushes == 2 // seq 50..99 holds refused 50
 			}) {
 				t.Fatal("the crash after commit was not injected")
 			}
 			s1.Close(testCtx(t))
+			refusals := 0
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "rows refused by the server") {
+					refusals++
+					if n := strings.Count(line, "connector="); n != 1 {
+						t.Errorf("log line names the connector %d times: %s", n, line)
+					}
+				}
+			}
+			if refusals == 0 {
+				t.Errorf("no log line about refused rows:\n%s", logs.String())
+			}
 			s2 := newTestSink(t, cfg)
 			if !runPartition(t, s2, cp, "3", events, 50, nil) {
 				t.Fatal("restart did not complete")
@@ -261,4 +284,22 @@ func TestPoisonCode(t *testing.T) {
 			t.Errorf("poisonErr(%s) = %v, want %v", code, got, want)
 		}
 	}
+}
+
+// lockedBuffer is a log destination safe for the sink's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -73,7 +73,10 @@ func Events(partition string, from, to int64) []sinks.Event {
 }
 
 // Run runs the conformance cases against the harness, each as a subtest.
-// A case that needs a capability the harness does not declare is skipped.
+// A case that needs a capability the harness does not declare is skipped
+// with a message naming the Harness field that enables it (go test -v
+// lists it as SKIP); it never passes silently. Failures are reported at
+// the caller's call of Run, the sink's test, with the case's name.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil || h.Committed == nil {
@@ -81,8 +84,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.skip(h) {
-				t.Skip("not a capability of this sink (see sinktest.Harness)")
+			t.Helper()
+			if why := c.skip(h); why != "" {
+				t.Skip("sinktest: not run: " + why)
 			}
 			c.run(t, h)
 		})
@@ -93,7 +97,9 @@ func Run(t *testing.T, h Harness) {
 type kitCase struct {
 	name string
 	run  func(t testing.TB, h Harness)
-	skip func(h Harness) bool // the harness lacks what the case needs
+	// skip says why the case cannot run with h (what the harness does not
+	// declare, naming the field), or "".
+	skip func(h Harness) string
 }
 
 var cases = []kitCase{
@@ -103,16 +109,49 @@ var cases = []kitCase{
 	{"CloseWithoutFlushAbandons", caseCloseAbandons, noWatermark},
 	{"ReplayWritesNothingTwice", caseReplay, noWatermark},
 	{"OrderPerPartition", caseOrder, never},
-	{"RejectedEvent", caseRejected, func(h Harness) bool { return h.BadEvent == nil }},
+	{"RejectedEvent", caseRejected, noBadEvent},
 	{"TwoOwnersAtOnce", caseTwoOwners, noFencing},
 	{"TwoOwnersFromWatermark", caseTwoOwnersFromWatermark, noFencing},
 	{"StaleOwnerFlushesLate", caseStaleOwnerFlushesLate, noFencing},
-	{"CrashBetweenDataAndWatermark", caseCrashBetweenDataAndWatermark, func(h Harness) bool { return h.InterruptCommit == nil || h.NoWatermark }},
+	{"CrashBetweenDataAndWatermark", caseCrashBetweenDataAndWatermark, noInterruptCommit},
 }
 
-func never(Harness) bool         { return false }
-func noWatermark(h Harness) bool { return h.NoWatermark }
-func noFencing(h Harness) bool   { return !h.Fencing || h.NoWatermark }
+func never(Harness) string { return "" }
+
+func noWatermark(h Harness) string {
+	if h.NoWatermark {
+		return "Harness.NoWatermark is set: the sink keeps no watermark to resume from"
+	}
+	return ""
+}
+
+func noBadEvent(h Harness) string {
+	if h.BadEvent == nil {
+		return "Harness.BadEvent is not set: no event this sink must reject"
+	}
+	return ""
+}
+
+func noFencing(h Harness) string {
+	if why := noWatermark(h); why != "" {
+		return why
+	}
+	if !h.Fencing {
+		return "Harness.Fencing is not set: two owners of a partition are not tested"
+	}
+	return ""
+}
+
+func noInterruptCommit(h Harness) string {
+	if why := noWatermark(h); why != "" {
+		return why
+	}
+	if h.InterruptCommit == nil {
+		return "Harness.InterruptCommit is not set: a crash between the sink's data commit and its watermark is not tested " +
+			"(set the hook for a sink that commits in two steps; see docs/writing-a-sink.md)"
+	}
+	return ""
+}
 
 // A case reports through a testing.TB, so that the kit's own tests can run
 // a case against a broken sink and see it fail. The harness's functions get
@@ -151,6 +190,10 @@ func newSink(t testing.TB, h Harness) sinks.Sink {
 	s := h.New(harnessT(t))
 	t.Cleanup(func() {
 		if err := s.Close(context.Background()); err != nil {
+			if t.Failed() { // a consequence of the failure already reported
+				t.Logf("Sink.Close after the failure: %v", err)
+				return
+			}
 			t.Errorf("Sink.Close: %v", err)
 		}
 	})
@@ -171,9 +214,15 @@ func writeFlush(t testing.TB, w sinks.Writer, events []sinks.Event) *sinks.Posit
 	return wm
 }
 
+// closeWriter closes w. Deferred in a case that failed, a Close error
+// follows from that failure: it is logged, not reported as a second one.
 func closeWriter(t testing.TB, w sinks.Writer) {
 	t.Helper()
 	if err := w.Close(ctx(t)); err != nil {
+		if t.Failed() {
+			t.Logf("Writer.Close after the failure: %v", err)
+			return
+		}
 		t.Fatalf("Writer.Close: %v", err)
 	}
 }
@@ -193,11 +242,12 @@ func wantSeqs(t testing.TB, h Harness, partition string, from, to int64) {
 func wantWatermark(t testing.TB, got *sinks.Position, seq int64) {
 	t.Helper()
 	if got == nil || got.SequenceNumber != seq {
-		t.Fatalf("watermark = %v, want seq %d", got, seq)
+		t.Fatalf("watermark %v, want seq %d", fmtWatermark(got), seq)
 	}
 }
 
 func caseFlushedIsVisible(t testing.TB, h Harness) {
+	t.Helper()
 	s := newSink(t, h)
 	w, _ := open(t, s, "0")
 	var wm *sinks.Position
@@ -212,6 +262,7 @@ func caseFlushedIsVisible(t testing.TB, h Harness) {
 }
 
 func caseEmptyFlush(t testing.TB, h Harness) {
+	t.Helper()
 	s := newSink(t, h)
 	w, _ := open(t, s, "0")
 	defer closeWriter(t, w)
@@ -224,16 +275,17 @@ func caseEmptyFlush(t testing.TB, h Harness) {
 		t.Fatalf("second Flush: %v", err)
 	}
 	if !h.NoWatermark && (again == nil || wm == nil || again.SequenceNumber != wm.SequenceNumber) {
-		t.Fatalf("empty Flush moved the watermark: %v then %v", wm, again)
+		t.Fatalf("empty Flush moved the watermark: %s then %s", fmtWatermark(wm), fmtWatermark(again))
 	}
 	wantSeqs(t, h, "0", 0, 4)
 }
 
 func caseRestartResumes(t testing.TB, h Harness) {
+	t.Helper()
 	first := newSink(t, h)
 	w, wm := open(t, first, "3")
 	if wm != nil {
-		t.Fatalf("fresh destination reports watermark %v", wm)
+		t.Fatalf("fresh destination reports watermark %s, want none", fmtWatermark(wm))
 	}
 	writeFlush(t, w, Events("3", 0, 19))
 	closeWriter(t, w)
@@ -247,6 +299,7 @@ func caseRestartResumes(t testing.TB, h Harness) {
 }
 
 func caseCloseAbandons(t testing.TB, h Harness) {
+	t.Helper()
 	s := newSink(t, h)
 	w, _ := open(t, s, "1")
 	writeFlush(t, w, Events("1", 0, 9))
@@ -264,6 +317,7 @@ func caseCloseAbandons(t testing.TB, h Harness) {
 }
 
 func caseReplay(t testing.TB, h Harness) {
+	t.Helper()
 	// A crash after the sink committed and before the checkpoint: the next
 	// process reads again from the old checkpoint, and the runner drops
 	// what the sink's watermark covers.
@@ -288,6 +342,7 @@ func caseReplay(t testing.TB, h Harness) {
 }
 
 func caseOrder(t testing.TB, h Harness) {
+	t.Helper()
 	s := newSink(t, h)
 	partitions := []string{"0", "1", "2", "3"}
 	var wg sync.WaitGroup
@@ -325,6 +380,7 @@ func caseOrder(t testing.TB, h Harness) {
 }
 
 func caseRejected(t testing.TB, h Harness) {
+	t.Helper()
 	s := newSink(t, h)
 	w, _ := open(t, s, "0")
 	defer closeWriter(t, w)
@@ -359,6 +415,7 @@ func caseRejected(t testing.TB, h Harness) {
 }
 
 func caseTwoOwners(t testing.TB, h Harness) {
+	t.Helper()
 	// Ownership moved while the old owner was paused: both opened at the
 	// same watermark and both commit overlapping ranges.
 	a, b := newSink(t, h), newSink(t, h)
@@ -386,6 +443,14 @@ func caseTwoOwners(t testing.TB, h Harness) {
 			t.Fatalf("seq %d missing: %s", s, summarize(got))
 		}
 	}
+}
+
+// fmtWatermark prints a watermark as "seq N (offset O)", or "none".
+func fmtWatermark(p *sinks.Position) string {
+	if p == nil {
+		return "none"
+	}
+	return p.String()
 }
 
 // summarize prints a long sequence list compactly as ranges.
@@ -456,6 +521,7 @@ func flushStale(t testing.TB, w sinks.Writer) {
 }
 
 func caseTwoOwnersFromWatermark(t testing.TB, h Harness) {
+	t.Helper()
 	// As TwoOwnersAtOnce, on a partition that already holds events: both
 	// owners open at the same non-nil watermark and read on from it, the
 	// stale one further than the new one committed.
@@ -485,6 +551,7 @@ func caseTwoOwnersFromWatermark(t testing.TB, h Harness) {
 }
 
 func caseStaleOwnerFlushesLate(t testing.TB, h Harness) {
+	t.Helper()
 	// The old owner took a batch before the partition moved, and flushes it
 	// only after the new owner committed past it (a long pause: GC, a
 	// network partition). The new owner then goes on committing.
@@ -506,6 +573,7 @@ func caseStaleOwnerFlushesLate(t testing.TB, h Harness) {
 }
 
 func caseCrashBetweenDataAndWatermark(t testing.TB, h Harness) {
+	t.Helper()
 	// The process dies after the data is durable and before the sink's
 	// watermark is; no checkpoint follows. The next process reads again
 	// from the checkpoint (seq 9) and drops what the sink reports it holds.
@@ -517,7 +585,7 @@ func caseCrashBetweenDataAndWatermark(t testing.TB, h Harness) {
 		t.Fatalf("Write: %v", err)
 	}
 	if wm, err := w.Flush(ctx(t)); err == nil {
-		t.Fatalf("Flush after InterruptCommit succeeded (watermark %v); the hook must make it fail between data and watermark", wm)
+		t.Fatalf("Flush after InterruptCommit succeeded (watermark %s); the hook must make it fail between data and watermark", fmtWatermark(wm))
 	}
 	// A dead process never closes its writer; closing it here only frees
 	// it, as Close abandons what was not committed.
@@ -527,7 +595,7 @@ func caseCrashBetweenDataAndWatermark(t testing.TB, h Harness) {
 
 	w, wm := open(t, newSink(t, h), "8")
 	if wm == nil || wm.SequenceNumber < 9 {
-		t.Fatalf("watermark after the crash = %v, want at least seq 9", wm)
+		t.Fatalf("watermark after the crash %s, want at least seq 9", fmtWatermark(wm))
 	}
 	replay := Events("8", 10, 29)
 	for len(replay) > 0 {

@@ -103,7 +103,7 @@ func runCase(t *testing.T, name string, h Harness) *recorder {
 	if i < 0 {
 		t.Fatalf("no kit case %q", name)
 	}
-	if cases[i].skip(h) {
+	if cases[i].skip(h) != "" {
 		t.Fatalf("kit case %q would be skipped for this harness", name)
 	}
 	r := &recorder{T: t}
@@ -164,6 +164,50 @@ func TestRecorderPassesGoodCases(t *testing.T) {
 				t.Fatalf("failed %v (skipped %v) against Memory", r.failures, r.skipped)
 			}
 		})
+	}
+}
+
+// TestSkipsNameTheirHarnessField: a case that cannot run says which
+// Harness field would enable it, so a sink author sees what is not tested.
+func TestSkipsNameTheirHarnessField(t *testing.T) {
+	full := memoryHarness(NewMemory)
+	for _, c := range cases {
+		if why := c.skip(full); why != "" {
+			t.Errorf("%s is skipped with every capability declared: %s", c.name, why)
+		}
+	}
+	bare := Harness{New: full.New, Committed: full.Committed}
+	want := map[string]string{
+		"RejectedEvent":                "Harness.BadEvent",
+		"TwoOwnersAtOnce":              "Harness.Fencing",
+		"TwoOwnersFromWatermark":       "Harness.Fencing",
+		"StaleOwnerFlushesLate":        "Harness.Fencing",
+		"CrashBetweenDataAndWatermark": "Harness.InterruptCommit is not set",
+	}
+	for _, c := range cases {
+		why := c.skip(bare)
+		if w, ok := want[c.name]; ok != (why != "") || !strings.Contains(why, w) {
+			t.Errorf("%s without capabilities: skip %q, want one naming %q", c.name, why, w)
+		}
+	}
+	if why := noInterruptCommit(bare); !strings.Contains(why, "docs/writing-a-sink.md") {
+		t.Errorf("the InterruptCommit skip does not point to the worked example: %q", why)
+	}
+}
+
+// TestWatermarksPrintAsSeqAndOffset: a failure shows a watermark as
+// "seq N (offset O)", not as a Go struct.
+func TestWatermarksPrintAsSeqAndOffset(t *testing.T) {
+	forgetful := Harness{
+		New:       func(t *testing.T) sinks.Sink { return NewMemory() },
+		Committed: func(t *testing.T, p string) []int64 { return nil },
+	}
+	r := runCase(t, "RestartResumesFromWatermark", forgetful)
+	if len(r.failures) != 1 || r.failures[0] != "watermark none, want seq 19" {
+		t.Errorf("failures %q, want one: watermark none, want seq 19", r.failures)
+	}
+	if got := fmtWatermark(&sinks.Position{SequenceNumber: 40, Offset: "40000"}); got != "seq 40 (offset 40000)" {
+		t.Errorf("fmtWatermark = %q", got)
 	}
 }
 

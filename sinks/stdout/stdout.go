@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/ehsink/ehsink/internal/record"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/table"
 )
 
 func init() { sinks.Register("stdout", driver{}) }
@@ -25,6 +28,27 @@ type Config struct {
 	Format string `yaml:"format"`
 	// Output is stdout or stderr. If empty, stdout.
 	Output string `yaml:"output"`
+	// Columns, if set (json format), make each line a JSON object of these
+	// columns, in their order, instead of the envelope: the column mapping
+	// of the table sinks (`name: $.path`, `@sequence_number`, `{from,
+	// type}`), for lines short enough to read. An event that does not map
+	// is a dead letter.
+	Columns mapping.Columns `yaml:"columns"`
+}
+
+// Destination says where the sink writes, for the connector's start line.
+func (c *Config) Destination() string {
+	out := c.Output
+	if out == "" {
+		out = "stdout"
+	}
+	switch {
+	case c.Format == "raw":
+		return out + ", one body per line"
+	case len(c.Columns) > 0:
+		return out + ", one line of " + strings.Join(c.Columns.Names(), ", ") + " per event"
+	}
+	return out + ", one JSON envelope per event"
 }
 
 // Validate implements sinks.Validator.
@@ -40,16 +64,23 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, &sinks.FieldError{Field: "output", Err: fmt.Errorf("unknown output %q (want stdout or stderr)", c.Output)})
 	}
+	if len(c.Columns) > 0 {
+		if c.Format == "raw" {
+			errs = append(errs, &sinks.FieldError{Field: "columns", Err: errors.New("used with format json (raw writes the body as is)")})
+		} else if _, err := mapping.Compile(c.Columns); err != nil {
+			errs = append(errs, &sinks.FieldError{Field: "columns", Err: err})
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// Envelope reports whether a line is the JSON envelope (format json)
-// rather than the body as is.
+// Envelope reports whether a line without columns is the JSON envelope
+// (format json) rather than the body as is.
 func (c *Config) Envelope() bool { return c.Format != "raw" }
 
-// Line returns the line the sink writes for ev, without its newline. The
-// writer and `ehsink test` both call it. Only an envelope can fail: a
-// property value JSON cannot hold.
+// Line returns the line the sink writes for ev when it has no columns,
+// without its newline: the writer and `ehsink test` both call it. Only an
+// envelope can fail: a property value JSON cannot hold.
 func (c *Config) Line(ev *sinks.Event) ([]byte, error) {
 	if !c.Envelope() {
 		return ev.Body, nil
@@ -59,6 +90,15 @@ func (c *Config) Line(ev *sinks.Event) ([]byte, error) {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
 	return line, nil
+}
+
+// TableShape makes a sink with columns a table sink for `ehsink test`
+// (rows, checked by the columns' types); without columns it has none.
+func (c *Config) TableShape() (table.Shape, error) {
+	if len(c.Columns) == 0 || c.Format == "raw" {
+		return table.Shape{}, nil
+	}
+	return table.Shape{Routes: []table.Route{{Name: "stdout", Dest: c.Output, Columns: c.Columns}}}, nil
 }
 
 type driver struct{}
@@ -79,14 +119,20 @@ func (driver) New(_ context.Context, cfg any, _ sinks.Info) (sinks.Sink, error) 
 
 // Sink writes lines to one io.Writer. It is safe for concurrent use.
 type Sink struct {
-	cfg Config
-	mu  sync.Mutex // guards out
-	out *bufio.Writer
+	cfg    Config
+	mapper *mapping.Mapper // Config.Columns compiled; nil: Config.Line
+	mu     sync.Mutex      // guards out
+	out    *bufio.Writer
 }
 
-// New returns a sink writing to w.
+// New returns a sink writing to w. Columns that do not compile (a config
+// that was not validated) are ignored: lines are then envelopes.
 func New(w io.Writer, cfg Config) *Sink {
-	return &Sink{cfg: cfg, out: bufio.NewWriterSize(w, 64<<10)}
+	s := &Sink{cfg: cfg, out: bufio.NewWriterSize(w, 64<<10)}
+	if len(cfg.Columns) > 0 && cfg.Envelope() {
+		s.mapper, _ = mapping.Compile(cfg.Columns)
+	}
+	return s
 }
 
 // Open implements sinks.Sink. The stdout sink keeps no watermark.
@@ -106,12 +152,20 @@ type writer struct {
 	s    *Sink
 	buf  bytes.Buffer
 	last *sinks.Position
+	row  []any // scratch of appendRow
 }
 
 func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	var failed []sinks.EventError
 	for i := range events {
-		line, err := w.s.cfg.Line(&events[i])
+		ev := &events[i]
+		if w.s.mapper != nil {
+			if err := w.appendRow(ev); err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+			}
+			continue
+		}
+		line, err := w.s.cfg.Line(ev)
 		if err != nil {
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
 			continue
@@ -126,6 +180,41 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	if failed != nil {
 		return &sinks.BatchError{Failed: failed}
 	}
+	return nil
+}
+
+// appendRow appends ev's mapped columns to the buffer as one JSON object,
+// keys in the columns' order.
+func (w *writer) appendRow(ev *sinks.Event) error {
+	cols := w.s.mapper.Columns()
+	if cap(w.row) < len(cols) {
+		w.row = make([]any, len(cols))
+	}
+	row := w.row[:len(cols)]
+	if err := w.s.mapper.Map(ev, row); err != nil {
+		return err // a *mapping.ColumnError naming the column
+	}
+	line := []byte{'{'}
+	for i, c := range cols {
+		if i > 0 {
+			line = append(line, ',')
+		}
+		name, _ := json.Marshal(c.Name)
+		v := row[i]
+		switch x := v.(type) {
+		case mapping.Decimal:
+			v = json.Number(x.String())
+		case []byte:
+			v = string(x)
+		}
+		val, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		line = append(append(append(line, name...), ':'), val...)
+	}
+	clear(row)
+	w.buf.Write(append(line, '}', '\n'))
 	return nil
 }
 

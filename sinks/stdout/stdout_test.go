@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ehsink/ehsink/internal/record"
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
@@ -128,5 +130,48 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (&Config{}).Validate(); err != nil {
 		t.Fatalf("zero config: %v", err)
+	}
+}
+
+// TestColumns: with columns, each line is a JSON object of the mapped
+// values in the columns' order, and an event that does not map is
+// reported by index.
+func TestColumns(t *testing.T) {
+	cols := mapping.Columns{}
+	for _, c := range [][3]string{{"seq", "@sequence_number", ""}, {"order_id", "$.order_id", ""}, {"amount", "$.amount", "decimal(8,2)"}, {"at", "$.at", "timestamp"}} {
+		col, err := mapping.NewColumn(c[0], c[1], c[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, col)
+	}
+	cfg := Config{Format: "json", Columns: cols}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	s := New(&out, cfg)
+	w, _, err := s.Open(context.Background(), "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []sinks.Event{
+		{Partition: "0", SequenceNumber: 7, Body: []byte(`{"order_id":"o-1","amount":"12.345","at":"2026-01-02T03:04:05Z","extra":[1,2,3]}`)},
+		{Partition: "0", SequenceNumber: 8, Body: []byte(`{"order_id":"o-2","amount":"lots"}`)},
+	}
+	err = w.Write(context.Background(), events)
+	var be *sinks.BatchError
+	if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != 1 || !strings.Contains(be.Failed[0].Err.Error(), `column "amount"`) {
+		t.Fatalf("Write = %v, want event 1 refused for its amount", err)
+	}
+	if _, err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"seq":7,"order_id":"o-1","amount":12.35,"at":"2026-01-02T03:04:05Z"}` + "\n"
+	if out.String() != want {
+		t.Errorf("output %q, want %q", out.String(), want)
+	}
+	if err := (&Config{Format: "raw", Columns: cols}).Validate(); err == nil || !strings.Contains(err.Error(), "columns: used with format json") {
+		t.Errorf("raw format with columns: %v", err)
 	}
 }

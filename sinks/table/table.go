@@ -92,3 +92,15 @@ func (s Shape) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Mapper turns events into rows by a column mapping, as the built-in sinks
+// do: Map fills one row, Rows the rows of an exploded event. A custom
+// sink compiles its Columns once and maps each event with it.
+type Mapper = mapping.Mapper
+
+// Decimal is the value a decimal column maps to; String gives its exact
+// text.
+type Decimal = mapping.Decimal
+
+// Compile checks a column mapping and compiles it for Mapper.Map.
+func Compile(cols Columns) (*Mapper, error) { return mapping.Compile(cols) }

@@ -306,8 +306,13 @@ connectors:
 	c.mu.Lock()
 	starts, resumes := 0, 0
 	for _, l := range c.logs {
-		starts += strings.Count(l, `msg="partition starts"`)
-		resumes += strings.Count(l, `msg="partition resumes"`)
+		if strings.Contains(l, `msg="partition claimed"`) {
+			if strings.Contains(l, "after_seq=") {
+				resumes++
+			} else {
+				starts++
+			}
+		}
 	}
 	c.mu.Unlock()
 	if starts != 0 || resumes != partitions {

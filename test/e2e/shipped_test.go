@@ -39,18 +39,22 @@ func TestShippedConfigRunsAndResumes(t *testing.T) {
 	}
 	seen := map[key]int{}
 	for run := 1; run <= 2; run++ {
-		lines := runShipped(t, ctx, cfg, 10)
+		lines, logs := runShipped(t, ctx, cfg, 10)
+		if run == 1 {
+			checkStory(t, logs)
+		}
 		for _, l := range lines {
+			// The shipped stdout connector maps a short line of columns.
 			var ev struct {
-				Partition      string          `json:"partition"`
-				SequenceNumber int64           `json:"sequence_number"`
-				Body           json.RawMessage `json:"body"`
+				Partition      string `json:"partition"`
+				SequenceNumber int64  `json:"seq"`
+				OrderID        string `json:"order_id"`
 			}
 			if err := json.Unmarshal([]byte(l), &ev); err != nil {
-				t.Fatalf("run %d: stdout line %q is not an event envelope: %v", run, l, err)
+				t.Fatalf("run %d: stdout line %q is not a JSON line: %v", run, l, err)
 			}
-			if !strings.Contains(string(ev.Body), `"order_id"`) {
-				t.Fatalf("run %d: event body %s is not a demo order", run, ev.Body)
+			if !strings.HasPrefix(ev.OrderID, "o-") || len(l) > 160 {
+				t.Fatalf("run %d: stdout line %q is not a short line of a demo order", run, l)
 			}
 			seen[key{ev.Partition, ev.SequenceNumber}]++
 		}
@@ -89,10 +93,42 @@ func TestShippedConfigRunsAndResumes(t *testing.T) {
 	}
 }
 
+// checkStory checks that the logs of the shipped config say what runs and
+// where it writes, one line per committed Parquet file, with no empty or
+// out-of-order fields.
+func checkStory(t *testing.T, logs string) {
+	t.Helper()
+	for _, want := range []string{
+		`msg="built-in Event Hubs emulator started"`,
+		`connection="Endpoint=sb://127.0.0.1:`,
+		`msg="demo producer started" eventhub=orders`,
+		`rate=5/s`,
+		`connector=orders-to-stdout eventhub=orders consumer_group=$Default sink=stdout writes_to="stdout, one line of partition, seq, order_id, customer, amount, currency per event"`,
+		`connector=orders-to-parquet eventhub=orders consumer_group=parquet sink=parquet writes_to="Parquet files in .ehsink/parquet`,
+		`msg="partition claimed"`,
+		`msg="parquet file committed"`,
+		`file=".ehsink/parquet/orders/partition=`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the logs lack %s:\n%s", want, logs)
+		}
+	}
+	for _, noise := range []string{`selected=[]`, `amqps_addr=""`, `err=<nil>`, `msg="partition starts"`} {
+		if strings.Contains(logs, noise) {
+			t.Errorf("the logs hold %s:\n%s", noise, logs)
+		}
+	}
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Count(l, "connector=") > 1 {
+			t.Errorf("a log line names the connector twice: %s", l)
+		}
+	}
+}
+
 // runShipped runs `ehsink run` in the config's folder until the stdout
 // connector printed at least want lines, stops it with one SIGINT, checks it
-// exits 0, and returns every stdout line.
-func runShipped(t *testing.T, ctx context.Context, cfg string, want int) []string {
+// exits 0, and returns every stdout line and the logs (stderr).
+func runShipped(t *testing.T, ctx context.Context, cfg string, want int) ([]string, string) {
 	t.Helper()
 	cmd := exec.Command(binary, "run", "-c", cfg)
 	cmd.Dir = filepath.Dir(cfg)
@@ -140,5 +176,5 @@ func runShipped(t *testing.T, ctx context.Context, cfg string, want int) []strin
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return lines
+	return lines, stderr.String()
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -62,18 +64,18 @@ var errNotEnvelope = errors.New(`not a Debezium change event (want {"op", "befor
 func decodeDebezium(body []byte) (debeziumChange, error) {
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return debeziumChange{}, fmt.Errorf("Debezium envelope: %w", err)
+		return debeziumChange{}, envelopeError("", err)
 	}
 	p := env.changePayload
 	var schema *connectSchema
 	if isJSONValue(env.Payload) && p.Op == nil {
 		if err := json.Unmarshal(env.Payload, &p); err != nil {
-			return debeziumChange{}, fmt.Errorf("Debezium envelope: payload: %w", err)
+			return debeziumChange{}, envelopeError("payload", err)
 		}
 		if isJSONValue(env.Schema) {
 			schema = new(connectSchema)
 			if err := json.Unmarshal(env.Schema, schema); err != nil {
-				return debeziumChange{}, fmt.Errorf("Debezium envelope: schema: %w", err)
+				return debeziumChange{}, envelopeError("schema", err)
 			}
 		}
 	}
@@ -83,12 +85,53 @@ func decodeDebezium(body []byte) (debeziumChange, error) {
 	c := debeziumChange{op: *p.Op}
 	var err error
 	if c.before, err = image(p.Before, schema.field("before")); err != nil {
-		return debeziumChange{}, fmt.Errorf("Debezium envelope: before: %w", err)
+		return debeziumChange{}, fmt.Errorf("Debezium change event: before: %w", err)
 	}
 	if c.after, err = image(p.After, schema.field("after")); err != nil {
-		return debeziumChange{}, fmt.Errorf("Debezium envelope: after: %w", err)
+		return debeziumChange{}, fmt.Errorf("Debezium change event: after: %w", err)
 	}
 	return c, nil
+}
+
+// envelopeError says in the user's terms what is wrong with a body that
+// encoding/json could not decode as an envelope: the value of the wrong
+// JSON type (the whole body, or a field of the part named in), or the
+// syntax error. encoding/json's own text names Go types
+// ("cannot unmarshal array into Go value of type cdc.envelope").
+func envelopeError(in string, err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		if in == "" {
+			return fmt.Errorf("Debezium change event: %w", err)
+		}
+		return fmt.Errorf("Debezium change event: %s: %w", in, err)
+	}
+	field := strings.TrimPrefix(te.Field, "changePayload.") // the embedded struct, not a JSON key
+	where := "the body"
+	switch {
+	case in != "" && field != "":
+		where = in + "." + field
+	case in != "":
+		where = in
+	case field != "":
+		where = field
+	}
+	want := "an object"
+	if t := te.Type; t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.String:
+			want = "a string"
+		case reflect.Slice:
+			want = "an array"
+		}
+	}
+	if where == "the body" {
+		return fmt.Errorf("%w: the body is a JSON %s", errNotEnvelope, te.Value)
+	}
+	return fmt.Errorf("Debezium change event: %s is a JSON %s, want %s", where, te.Value, want)
 }
 
 // decodeDebeziumKey decodes a Debezium record key (what Debezium Server

@@ -156,7 +156,12 @@ func TestDebeziumBadInput(t *testing.T) {
 	}
 	tests := map[string]string{
 		`{"id": 1}`:                                "not a Debezium change event",
-		`[1, 2]`:                                   "Debezium envelope",
+		`[1, 2]`:                                   `not a Debezium change event (want {"op", "before", "after", ...}, or that object as the "payload" of {"schema", "payload"}): the body is a JSON array`,
+		`"text"`:                                   "not a Debezium change event",
+		`{"op": 5}`:                                "Debezium change event: op is a JSON number, want a string",
+		`{"payload": [1]}`:                         "Debezium change event: payload is a JSON array, want an object",
+		`{"payload": {"op": true}}`:                "Debezium change event: payload.op is a JSON bool, want a string",
+		`{"op": "c"`:                               "Debezium change event: unexpected end of JSON input",
 		`{"op": "c", "after": null}`:               `op "c" without an after image`,
 		`{"op": "c", "after": [1]}`:                "after: not an object",
 		`{"op": "m", "after": null}`:               `op "m" is not a row change`,

@@ -65,10 +65,17 @@
 //
 // # Evaluation
 //
-// The body is parsed only when the evaluation reaches a JSON path (and,
-// or short-circuit), at most once per event, with the mapping's strict JSON
-// scanner. A body that is not valid JSON is then an error of the event
-// (wrapping [mapping.ErrInvalidJSON]), never a silent false: the caller
-// dead-letters it. Conditions that read only metadata never parse the
-// body.
+// The body is parsed only when the evaluation reaches a JSON path, at most
+// once per event, with the mapping's strict JSON scanner. Conditions that
+// read only metadata never parse the body.
+//
+// A path into a body that is not valid JSON (an empty tombstone, plain
+// text) has an unknown value, and so has every comparison, in, =~ and
+// exists() that reads it. Conditions then follow three-valued logic:
+// `unknown or true` is true, `unknown and false` is false, and otherwise
+// and, or and not of an unknown are unknown. So `$.op == 'd' or @body ==
+// ""` is true on an empty body, in either order. A condition whose final
+// value is unknown is an error of the event (an [*UnknownError] wrapping
+// [mapping.ErrInvalidJSON]), never a silent false: the caller dead-letters
+// it with the reason.
 package expr

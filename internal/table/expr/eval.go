@@ -75,7 +75,8 @@ func newStatePool() *sync.Pool { return &sync.Pool{New: func() any { return new(
 type state struct {
 	ev      *sinks.Event
 	scanned bool
-	err     error
+	err     error    // the body is not valid JSON
+	unread  *operand // the first path read from it, for the error
 	scan    mapping.PathScan
 	buf     [2][]byte // unescaped strings, one per side of a comparison
 }
@@ -141,98 +142,166 @@ func (e *Expr) UnmarshalText(b []byte) error {
 }
 
 // Eval evaluates the condition for ev. The body is parsed only when the
-// evaluation reaches a JSON path, at most once; a body that is not valid
-// JSON then makes Eval return an error wrapping [mapping.ErrInvalidJSON]
-// (and false). Eval allocates nothing in the steady state.
+// evaluation reaches a JSON path, at most once. A path into a body that is
+// not valid JSON is unknown, and the condition is evaluated in three-valued
+// logic (`unknown or true` is true, `unknown and false` is false). When the
+// whole condition is unknown, Eval returns false and an error wrapping
+// [mapping.ErrInvalidJSON] that names the path: the caller dead-letters the
+// event rather than guess. Eval allocates nothing in the steady state.
 func (e *Expr) Eval(ev *sinks.Event) (bool, error) {
 	if e.root == nil {
 		return false, errors.New("expr: the condition was not compiled (use Compile)")
 	}
 	st := e.pool.Get().(*state)
-	st.ev, st.scanned, st.err = ev, false, nil
+	st.ev, st.scanned, st.err, st.unread = ev, false, nil, nil
 	r := e.eval(e.root, st)
-	err := st.err
-	st.ev = nil
+	err, unread := st.err, st.unread
+	st.ev, st.unread = nil, nil
 	st.scan.Reset()
 	e.pool.Put(st)
-	if err != nil {
-		return false, err
+	if r == unknown {
+		return false, &UnknownError{Path: unread.text, Err: err}
 	}
-	return r, nil
+	return r == yes, nil
 }
 
-func (e *Expr) eval(c *cond, st *state) bool {
+// UnknownError is the error of a condition whose value is unknown: it
+// reads a JSON path of a body that is not valid JSON, and the rest of the
+// condition does not decide without it.
+type UnknownError struct {
+	// Path is the first path the evaluation could not read, as written.
+	Path string
+	// Err says why the body is not JSON; it wraps [mapping.ErrInvalidJSON].
+	Err error
+}
+
+// Error returns "unknown: $.op reads a body that is not JSON: ...".
+func (e *UnknownError) Error() string {
+	return "unknown: " + e.Path + " reads a body that is not JSON: " + e.Err.Error()
+}
+
+// Unwrap returns the body's error.
+func (e *UnknownError) Unwrap() error { return e.Err }
+
+// truth is a value of three-valued logic: the value of a comparison that
+// reads a path of a body that is not JSON is unknown.
+type truth uint8
+
+const (
+	no truth = iota
+	yes
+	unknown
+)
+
+func truthOf(b bool) truth {
+	if b {
+		return yes
+	}
+	return no
+}
+
+// eval evaluates c in Kleene's three-valued logic: and is false when one
+// side is false, or is true when one side is true, whatever the unknown
+// sides; not unknown is unknown.
+func (e *Expr) eval(c *cond, st *state) truth {
 	switch c.kind {
 	case cAnd:
+		r := yes
 		for _, k := range c.kids {
-			if !e.eval(k, st) {
-				return false
+			switch e.eval(k, st) {
+			case no:
+				return no
+			case unknown:
+				r = unknown
 			}
 		}
-		return true
+		return r
 	case cOr:
+		r := no
 		for _, k := range c.kids {
-			if e.eval(k, st) {
-				return true
+			switch e.eval(k, st) {
+			case yes:
+				return yes
+			case unknown:
+				r = unknown
 			}
 		}
-		return false
+		return r
 	case cNot:
-		return !e.eval(c.kids[0], st)
-	case cConst:
-		return c.val
-	case cExists:
-		k := e.value(c.left, st, 0).kind
-		if c.left.kind == oMeta && c.left.src.Kind != mapping.SourceProperty {
-			return k != vNull // an event without a partition key or content type
+		switch e.eval(c.kids[0], st) {
+		case yes:
+			return no
+		case no:
+			return yes
 		}
-		return k != vMissing
+		return unknown
+	case cConst:
+		return truthOf(c.val)
+	case cExists:
+		v, ok := e.value(c.left, st, 0)
+		if !ok {
+			return unknown
+		}
+		if c.left.kind == oMeta && c.left.src.Kind != mapping.SourceProperty {
+			return truthOf(v.kind != vNull) // an event without a partition key or content type
+		}
+		return truthOf(v.kind != vMissing)
 	case cMatch:
-		v := e.value(c.left, st, 0)
-		return v.kind == vString && c.re.Match(v.s)
+		v, ok := e.value(c.left, st, 0)
+		if !ok {
+			return unknown
+		}
+		return truthOf(v.kind == vString && c.re.Match(v.s))
 	case cIn:
-		v := e.value(c.left, st, 0)
+		v, ok := e.value(c.left, st, 0)
+		if !ok {
+			return unknown
+		}
 		for _, l := range c.list {
 			if equal(v, l.lit) {
-				return true
+				return yes
 			}
 		}
-		return false
+		return no
 	case cCmp:
-		a := e.value(c.left, st, 0)
-		b := e.value(c.right, st, 1)
+		a, okA := e.value(c.left, st, 0)
+		b, okB := e.value(c.right, st, 1)
+		if !okA || !okB {
+			return unknown
+		}
 		switch c.op {
 		case opEq:
-			return equal(a, b)
+			return truthOf(equal(a, b))
 		case opNe:
-			return !equal(a, b)
+			return truthOf(!equal(a, b))
 		}
 		n, ok := order(a, b)
 		if !ok {
-			return false
+			return no
 		}
 		switch c.op {
 		case opLt:
-			return n < 0
+			return truthOf(n < 0)
 		case opLe:
-			return n <= 0
+			return truthOf(n <= 0)
 		case opGt:
-			return n > 0
+			return truthOf(n > 0)
 		default:
-			return n >= 0
+			return truthOf(n >= 0)
 		}
 	}
-	return false
+	return no
 }
 
 // value returns an operand's value for st's event; side picks the scratch
-// buffer for an escaped string.
-func (e *Expr) value(o *operand, st *state, side int) value {
+// buffer for an escaped string. ok is false for a path into a body that is
+// not valid JSON: its value is unknown.
+func (e *Expr) value(o *operand, st *state, side int) (v value, ok bool) {
 	switch o.kind {
 	case oLiteral:
-		return o.lit
+		return o.lit, true
 	case oMeta:
-		return metaValue(o.src, st.ev)
+		return metaValue(o.src, st.ev), true
 	}
 	if !st.scanned {
 		st.scanned = true
@@ -241,9 +310,12 @@ func (e *Expr) value(o *operand, st *state, side int) value {
 		}
 	}
 	if st.err != nil {
-		return value{}
+		if st.unread == nil {
+			st.unread = o
+		}
+		return value{}, false
 	}
-	return jsonValue(st.scan.Value(o.path), &st.buf[side])
+	return jsonValue(st.scan.Value(o.path), &st.buf[side]), true
 }
 
 // jsonValue converts a value found in the body; buf receives an escaped

@@ -25,7 +25,7 @@ func testEvent(body string) *sinks.Event {
 }
 
 const body = `{"type":"order_created","amount":12.5,"count":3,"big":9007199254740993,"ok":true,"none":null,` +
-	`"customer":{"id":"c-1","tier":"gold"},"items":[{"sku":"A"},{"sku":"B"}],"esc":"a\"b\u00e9","ts":"2024-05-01T11:00:00Z","n":"7","key with space":"x"}`
+	`"customer":{"id":"c-1","tier":"gold"},"items":[{"sku":"A"},{"sku":"B"}],"esc":"a\"b\u00e9","ts":"2024-05-01T11:00:00Z","n":"7","key with space":"x","we'ird":"w","back\\slash":"b"}`
 
 func TestEval(t *testing.T) {
 	tests := []struct {
@@ -69,6 +69,9 @@ func TestEval(t *testing.T) {
 		{`$.items[1].sku == 'B'`, true},
 		{`$.items[2].sku == 'B'`, false},
 		{`$['key with space'] == 'x'`, true},
+		{`$['we\'ird'] == 'w'`, true},
+		{`$["we'ird"] == 'w'`, true},
+		{`$['back\\slash'] == 'b'`, true},
 		{`$.esc == 'a"bé'`, true},
 		{`$.esc =~ '^a"b'`, true},
 		{`$.type =~ '^order_'`, true},
@@ -149,6 +152,55 @@ func TestEvalInvalidJSON(t *testing.T) {
 	}
 }
 
+// TestEvalUnknown: a path into a body that is not JSON is unknown, and
+// conditions follow three-valued logic; a condition that stays unknown is
+// an error naming the path, never a silent false.
+func TestEvalUnknown(t *testing.T) {
+	tests := []struct {
+		cond string
+		want string // "true", "false" or "unknown"
+	}{
+		{`$.op == 'd' or @body == ''`, "true"}, // the README's delete example
+		{`$.op == 'd' or true`, "true"},
+		{`$.op == 'd' and false`, "false"},
+		{`$.op == 'd' and @partition == '9'`, "false"},
+		{`not ($.op == 'd') or @partition == '3'`, "true"},
+		{`$.op == 'd'`, "unknown"},
+		{`$.op != 'd'`, "unknown"},
+		{`not $.op == 'd'`, "unknown"},
+		{`$.op == 'd' or @partition == '9'`, "unknown"},
+		{`$.op == 'd' and true`, "unknown"},
+		{`exists($.op) or false`, "unknown"},
+		{`$.op in ['d'] and @partition == '3'`, "unknown"},
+		{`$.op =~ 'd' or $.x == 1`, "unknown"},
+		{`@partition == '3' and ($.a == 1 or @body == '')`, "true"},
+	}
+	for _, body := range []string{``, `plain text`} {
+		for _, tt := range tests {
+			t.Run(body+"/"+tt.cond, func(t *testing.T) {
+				got, err := MustCompile(tt.cond).Eval(testEvent(body))
+				if strings.Contains(tt.cond, "@body == ''") && body != "" {
+					tt.want = "unknown" // @body is not empty, so only the path could decide
+				}
+				switch tt.want {
+				case "unknown":
+					var ue *UnknownError
+					if !errors.As(err, &ue) || !errors.Is(err, mapping.ErrInvalidJSON) || got {
+						t.Fatalf("Eval = %v, %v; want false and an *UnknownError wrapping ErrInvalidJSON", got, err)
+					}
+					if !strings.HasPrefix(err.Error(), "unknown: $.") || !strings.Contains(err.Error(), "reads a body that is not JSON") {
+						t.Fatalf("error %q does not name the path it could not read", err)
+					}
+				default:
+					if err != nil || got != (tt.want == "true") {
+						t.Fatalf("Eval = %v, %v; want %s, nil", got, err, tt.want)
+					}
+				}
+			})
+		}
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	tests := []struct{ cond, want string }{
 		{``, `column 1: empty condition`},
@@ -163,9 +215,12 @@ func TestCompileErrors(t *testing.T) {
 		{`$.type == 'x')`, `column 14: unexpected ) with no ( before it`},
 		{`$.a..b == 1`, `column 1: invalid path`},
 		{`$.a[x] == 1`, `column 1: invalid path`},
-		{`@nope == 1`, `column 1: unknown metadata source "@nope"`},
+		{`@nope == 1`, `column 1: unknown metadata @nope (want @partition, @sequence_number, @offset, @enqueued_time, @partition_key, @content_type, @properties.NAME or @body)`},
 		{`@properties. == 1`, `column 1: source "@properties.": empty property name`},
-		{`'a' == 'b'`, `column 1: 'a' 'b' compares two literals`},
+		{`'a' == 'b'`, `column 1: 'a' == 'b' compares two literals`},
+		{`1 < 2`, `column 1: 1 < 2 compares two literals`},
+		{`'a' in ['b']`, `column 1: 'a' in [...] compares literals`},
+		{`$['a\'b == 1`, `unterminated quoted key in path`},
 		{`@sequence_number == 'x'`, `column 21: @sequence_number is a number and 'x' a string`},
 		{`@partition == 3`, `column 15: @partition is a string and 3 a number: they never compare (write '3' to compare as a string)`},
 		{`@partition == null`, `column 1: @partition is never null`},
@@ -186,7 +241,7 @@ func TestCompileErrors(t *testing.T) {
 		{`exists $.a`, `column 8: expected ( after exists`},
 		{`exists(@partition)`, `column 8: exists(@partition) is always true`},
 		{`exists('x')`, `column 8: exists('x') is always true`},
-		{`@index == 1`, `column 1: @index is not available in a condition`},
+		{`@index == 1`, `column 1: @index is not available in a condition (want @partition,`},
 		{`$.a == 1.`, `column 8: invalid number`},
 		{`$.a == 12abc`, `column 8: invalid number "12a"`},
 		{`$.a ! 1`, `column 5: unexpected ! (use not, or != to compare)`},
@@ -293,7 +348,7 @@ func TestTemplateErrors(t *testing.T) {
 		{`orders_{'x'}`, `column 9: expected a JSON path`},
 		{`orders_{$.a $.b}`, `column 13: expected } after $.a`},
 		{`orders_}`, `column 8: unexpected }`},
-		{`{@nope}`, `column 2: unknown metadata source`},
+		{`{@nope}`, `column 2: unknown metadata @nope (want @partition,`},
 	}
 	for _, tt := range tests {
 		_, err := CompileTemplate(tt.tmpl)

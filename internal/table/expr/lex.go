@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ehsink/ehsink/internal/table/mapping"
 )
 
 // SyntaxError is a problem found in an expression or template when it is
@@ -223,12 +225,11 @@ func (l *lexer) path() (token, error) {
 			continue
 		case '[':
 			if l.pos+1 < len(s) && (s[l.pos+1] == '\'' || s[l.pos+1] == '"') {
-				q := s[l.pos+1]
-				end := strings.IndexByte(s[l.pos+2:], q)
-				if end < 0 {
+				_, end, ok := mapping.QuotedKey(s, l.pos+1)
+				if !ok {
 					return token{}, errAt(s, l.pos, "unterminated quoted key in path")
 				}
-				l.pos += 2 + end + 1
+				l.pos = end
 				if l.pos >= len(s) || s[l.pos] != ']' {
 					return token{}, errAt(s, l.pos, "expected ] after a quoted key in path")
 				}

@@ -41,6 +41,16 @@ var cmpOps = map[string]cmpOp{"==": opEq, "!=": opNe, "<": opLt, "<=": opLe, ">"
 
 func (o cmpOp) ordering() bool { return o >= opLt }
 
+// String returns the operator as written.
+func (o cmpOp) String() string {
+	for text, op := range cmpOps {
+		if op == o {
+			return text
+		}
+	}
+	return "?"
+}
+
 // cond is one node of a compiled condition.
 type cond struct {
 	kind        condKind
@@ -312,6 +322,9 @@ func (p *parser) parseIn(left *operand) (*cond, error) {
 	if err := p.advance(); err != nil {
 		return nil, err
 	}
+	if left.kind == oLiteral {
+		return nil, p.errf(left.pos, "%s in [...] compares literals; the left side must read the event", left.text)
+	}
 	var list []*operand
 	for {
 		o, err := p.parseOperand()
@@ -342,7 +355,7 @@ func (p *parser) parseIn(left *operand) (*cond, error) {
 // turns a string literal compared with a timestamp into a timestamp.
 func (p *parser) check(left *operand, op cmpOp, right *operand) error {
 	if left.kind == oLiteral && right.kind == oLiteral {
-		return p.errf(left.pos, "%s compares two literals; one side must read the event", left.text+" "+right.text)
+		return p.errf(left.pos, "%s %s %s compares two literals; one side must read the event", left.text, op, right.text)
 	}
 	for _, pair := range [2][2]*operand{{left, right}, {right, left}} {
 		o, lit := pair[0], pair[1]
@@ -402,11 +415,15 @@ func (p *parser) parseOperand() (*operand, error) {
 		o.path = i
 	case tMeta:
 		src, err := mapping.ParseSource(t.text)
-		if err != nil {
+		if err != nil && strings.HasPrefix(t.text, "@properties.") {
 			return nil, p.errf(t.pos, "%s", err)
 		}
+		if err != nil {
+			// The mapping's message lists @index, which a condition refuses.
+			return nil, p.errf(t.pos, "unknown metadata %s (want %s)", t.text, conditionMeta)
+		}
 		if src.Kind == mapping.SourceJSON || !metaAllowed(src.Kind) {
-			return nil, p.errf(t.pos, "%s is not available in a condition", t.text)
+			return nil, p.errf(t.pos, "%s is not available in a condition (want %s)", t.text, conditionMeta)
 		}
 		o.kind, o.src = oMeta, src
 	case tString:
@@ -434,6 +451,9 @@ func (p *parser) parseOperand() (*operand, error) {
 	}
 	return o, p.advance()
 }
+
+// conditionMeta lists the metadata a condition reads, for messages.
+const conditionMeta = "@partition, @sequence_number, @offset, @enqueued_time, @partition_key, @content_type, @properties.NAME or @body"
 
 // metaAllowed reports whether a metadata source is known before a mapping
 // runs (not @index, the position of an exploded element).

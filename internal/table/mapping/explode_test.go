@@ -225,3 +225,36 @@ func BenchmarkExplode(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/single.Seconds(), "single_rows/s")
 	b.ReportMetric(single.Seconds()/exploded.Seconds(), "explode/single")
 }
+
+// TestExplodeScalarElements: a scalar element has no keys, so a path into
+// it is missing (NULL in a nullable column, an error of the element in a
+// non-nullable one), and `$` reads the element itself, as the README says.
+func TestExplodeScalarElements(t *testing.T) {
+	m := mustExplode(t, "$.records", "x|$.x|int32", "whole|$|json")
+	got, err := explodeAll(t, m, `{"records":[1,"a",{"x":2}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{
+		[]any{nil, jsonOf(`1`)},
+		[]any{nil, jsonOf(`"a"`)},
+		[]any{int32(2), jsonOf(`{"x":2}`)},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) { // json values are raw bytes of distinct types
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	cols := mustColumns(t, "x|$.x|int32")
+	cols[0].Nullable = false
+	p, _ := ParsePath("$.records")
+	strict, err := CompileWith(cols, Options{Explode: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = explodeAll(t, strict, `{"records":[1,{"x":2}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || fmt.Sprint(got[0]) != `element 0: column "x": missing value at $.x` || !reflect.DeepEqual(got[1], []any{int32(2)}) {
+		t.Fatalf("rows %v, want element 0 refused (missing value) and [2]", got)
+	}
+}

@@ -96,7 +96,29 @@ func ParseSource(s string) (Source, error) {
 	}
 }
 
-// parsePath parses $, $.a.b, $.a[0], $['a b'], $["a"].
+// QuotedKey reads the quoted key of a path that starts at s[start] (a ' or
+// a "), as strings are written in conditions: a backslash escapes the
+// quote and the backslash, and is kept before any other character. It
+// returns the key and the offset just past the closing quote; ok is false
+// when the key is not terminated.
+func QuotedKey(s string, start int) (key string, end int, ok bool) {
+	q := s[start]
+	var b strings.Builder
+	for i := start + 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == q:
+			return b.String(), i + 1, true
+		case c == '\\' && i+1 < len(s) && (s[i+1] == q || s[i+1] == '\\'):
+			b.WriteByte(s[i+1])
+			i++
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", len(s), false
+}
+
+// parsePath parses $, $.a.b, $.a[0], $['a b'], $["a"], $['we\'ird'].
 func parsePath(s string) ([]Step, error) {
 	var steps []Step
 	i := 1 // past $
@@ -114,13 +136,12 @@ func parsePath(s string) ([]Step, error) {
 			i = j
 		case '[':
 			if i+1 < len(s) && (s[i+1] == '\'' || s[i+1] == '"') {
-				q := s[i+1]
-				end := strings.IndexByte(s[i+2:], q)
-				if end < 0 || i+2+end+1 >= len(s) || s[i+2+end+1] != ']' {
+				key, end, ok := QuotedKey(s, i+1)
+				if !ok || end >= len(s) || s[end] != ']' {
 					return nil, fmt.Errorf("path %q: unterminated quoted key at offset %d", s, i)
 				}
-				steps = append(steps, Step{Key: s[i+2 : i+2+end], Index: -1})
-				i = i + 2 + end + 2
+				steps = append(steps, Step{Key: key, Index: -1})
+				i = end + 1
 				continue
 			}
 			end := strings.IndexByte(s[i:], ']')

@@ -83,6 +83,8 @@ func TestParseSource(t *testing.T) {
 		{"$.a.b[0]", SourceJSON, []Step{{Key: "a", Index: -1}, {Key: "b", Index: -1}, {Index: 0}}, "$.a.b[0]", String, true},
 		{"$['a b'].c", SourceJSON, []Step{{Key: "a b", Index: -1}, {Key: "c", Index: -1}}, `$["a b"].c`, String, true},
 		{"$[2]", SourceJSON, []Step{{Index: 2}}, "$[2]", String, true},
+		{`$['we\'ird']`, SourceJSON, []Step{{Key: "we'ird", Index: -1}}, `$["we'ird"]`, String, true},
+		{`$["a\"b"]`, SourceJSON, []Step{{Key: `a"b`, Index: -1}}, `$["a\"b"]`, String, true},
 		{"@partition", SourcePartition, nil, "@partition", String, false},
 		{"@sequence_number", SourceSequenceNumber, nil, "@sequence_number", Int64, false},
 		{"@offset", SourceOffset, nil, "@offset", String, false},

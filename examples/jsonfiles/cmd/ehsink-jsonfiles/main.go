@@ -14,6 +14,11 @@ import (
 	_ "github.com/ehsink/ehsink/sinks/stdout"
 )
 
+// version is this binary's version; release builds set it with
+// -ldflags "-X main.version=v1.2.3". version prints it beside the ehsink
+// module it is built on.
+var version = ""
+
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Options{}))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Options{Name: "ehsink-jsonfiles", Version: version}))
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,8 +99,21 @@ connectors:
 		t.Errorf("checkpoints list: exit %d, want 0 and a table of 2 partitions; stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	code, out, errOut = command("version")
-	if code != 0 || !strings.HasPrefix(out, "ehsink ") || !strings.Contains(out, "commit ") || !strings.Contains(out, "\nsinks jsonfiles, stdout\n") {
+	if code != 0 || !strings.HasPrefix(out, "ehsink-jsonfiles ") || !strings.Contains(out, "commit ") || !strings.Contains(out, "\nsinks jsonfiles, stdout\n") {
 		t.Errorf("version: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// The binary calls itself by its own name in --help and in each
+	// command's usage and errors.
+	code, out, _ = command("--help")
+	if code != 0 || !strings.Contains(out, "Usage: ehsink-jsonfiles <command>") || strings.Contains(out, "Usage: ehsink ") {
+		t.Errorf("--help: exit %d, stdout:\n%s", code, out)
+	}
+	code, out, _ = command("send", "--help")
+	if code != 0 || !strings.HasPrefix(out, "Usage: ehsink-jsonfiles send ") {
+		t.Errorf("send --help: exit %d, stdout:\n%s", code, out)
+	}
+	if code, _, errOut := command("validate", "--bogus"); code != 2 || !strings.HasPrefix(errOut, "ehsink-jsonfiles validate: flag provided but not defined") {
+		t.Errorf("validate --bogus: exit %d, stderr:\n%s", code, errOut)
 	}
 
 	// run --http: /healthz answers while it runs; SIGINT stops it with 0.
@@ -150,6 +164,19 @@ connectors:
 		_ = run.Process.Kill()
 		<-exited
 		t.Fatalf("run did not stop after SIGINT; logs:\n%s", logs.String())
+	}
+}
+
+// TestConfigTest runs `ehsink-jsonfiles test` over the example's
+// connectors.yaml and connectors_test.yaml, as CI does: the mapping is
+// checked with no event hub, so EVENTHUB_CONNECTION is not set.
+func TestConfigTest(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.CommandContext(t.Context(), bin, "test", "-c", filepath.Join("..", "..", "connectors.yaml"))
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "EVENTHUB_CONNECTION=") })
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "2 cases passed") {
+		t.Fatalf("ehsink-jsonfiles test: %v\n%s", err, out)
 	}
 }
 
