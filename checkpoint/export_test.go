@@ -2,3 +2,12 @@ package checkpoint
 
 // FileCheckpoint is the JSON of a file checkpoint, for the external tests.
 type FileCheckpoint = fileCheckpoint
+
+// JSNamespace is jsNamespace, for the external tests.
+var JSNamespace = jsNamespace
+
+// The file store's sentinel errors, for the external tests.
+var (
+	ErrIncompleteCheckpoint = errIncompleteCheckpoint
+	ErrInvalidName          = errInvalidName
+)

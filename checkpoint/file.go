@@ -288,7 +288,7 @@ func validCheckpoint(cp azeventhubs.Checkpoint) error {
 		return err
 	}
 	if cp.SequenceNumber == nil || cp.Offset == nil {
-		return fmt.Errorf("checkpoint: checkpoint of partition %s: %w", cp.PartitionID, ErrIncompleteCheckpoint)
+		return fmt.Errorf("checkpoint: checkpoint of partition %s: %w", cp.PartitionID, errIncompleteCheckpoint)
 	}
 	return nil
 }
@@ -324,7 +324,7 @@ func (s *FileStore) ensureDir(dir string) error {
 // store's dot files.
 func checkName(what, v string) error {
 	if v == "" || v == "." || v == ".." || strings.HasPrefix(v, ".") || strings.ContainsAny(v, "/\\\x00") {
-		return fmt.Errorf("checkpoint: %s %q: %w", what, v, ErrInvalidName)
+		return fmt.Errorf("checkpoint: %s %q: %w", what, v, errInvalidName)
 	}
 	return nil
 }

@@ -82,11 +82,11 @@ func (n names) lower() names {
 	return names{strings.ToLower(n.ns), strings.ToLower(n.eh), strings.ToLower(n.cg)}
 }
 
-// JSNamespace returns the name the JavaScript SDK gives the namespace of
+// jsNamespace returns the name the JavaScript SDK gives the namespace of
 // the same endpoint, lowercase: the host without the port. It differs from
 // the Go SDK's name (host:port) only for endpoints with a port, that is
 // emulators; real namespaces (name.servicebus.windows.net) have none.
-func JSNamespace(ns string) string {
+func jsNamespace(ns string) string {
 	if host, port, err := net.SplitHostPort(ns); err == nil && port != "" {
 		ns = host
 	}
@@ -231,7 +231,7 @@ func (l *LowercaseStore) fallback(ctx context.Context, n, lo names, current []az
 // SetCheckpoint writes under the lowercase names. For a namespace with a
 // port (an emulator endpoint, which the Go SDK, Python SDK and KEDA name
 // host:port) it also writes the checkpoint under the host alone, where the
-// JavaScript SDK's Blob checkpoint store reads it (see [JSNamespace]), so a
+// JavaScript SDK's Blob checkpoint store reads it (see [jsNamespace]), so a
 // JavaScript consumer sharing the container resumes where ehsink stopped.
 func (l *LowercaseStore) SetCheckpoint(ctx context.Context, checkpoint azeventhubs.Checkpoint, options *azeventhubs.SetCheckpointOptions) error {
 	lo := names{checkpoint.FullyQualifiedNamespace, checkpoint.EventHubName, checkpoint.ConsumerGroup}.lower()
@@ -239,7 +239,7 @@ func (l *LowercaseStore) SetCheckpoint(ctx context.Context, checkpoint azeventhu
 	if err := l.store.SetCheckpoint(ctx, checkpoint, options); err != nil {
 		return err
 	}
-	if js := JSNamespace(lo.ns); js != lo.ns {
+	if js := jsNamespace(lo.ns); js != lo.ns {
 		checkpoint.FullyQualifiedNamespace = js
 		if err := l.store.SetCheckpoint(ctx, checkpoint, options); err != nil {
 			return fmt.Errorf("copy of the checkpoint for the JavaScript SDK under namespace %q: %w", js, err)

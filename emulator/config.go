@@ -13,9 +13,9 @@ import (
 const (
 	// defaultAddr is the default listen address: loopback, any free port.
 	defaultAddr = "127.0.0.1:0"
-	// DefaultMaxMessageSize is the default max-message-size advertised to
+	// defaultMaxMessageSize is the default max-message-size advertised to
 	// senders (the Standard tier's 1 MiB).
-	DefaultMaxMessageSize = 1 << 20
+	defaultMaxMessageSize = 1 << 20
 	// defaultHeartbeat is how often the server sends an empty frame on
 	// every connection; the SDK drops a connection after 60 s of silence.
 	defaultHeartbeat = 15 * time.Second
@@ -81,7 +81,7 @@ func (c Config) withDefaults() Config {
 		c.Addr = defaultAddr
 	}
 	if c.MaxMessageSize <= 0 {
-		c.MaxMessageSize = DefaultMaxMessageSize
+		c.MaxMessageSize = defaultMaxMessageSize
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = defaultHeartbeat

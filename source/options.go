@@ -22,7 +22,7 @@ import (
 // Defaults applied to zero fields of [Options].
 const (
 	defaultMaxEvents           = 2000
-	DefaultPrefetch            = 2000
+	defaultPrefetch            = 2000
 	defaultMaxWait             = time.Second
 	defaultUpdateInterval      = 10 * time.Second
 	DefaultOwnershipExpiration = time.Minute
@@ -138,7 +138,7 @@ func (o Options) WithDefaults() Options {
 		o.MaxWait = defaultMaxWait
 	}
 	if o.Prefetch == 0 {
-		o.Prefetch = DefaultPrefetch
+		o.Prefetch = defaultPrefetch
 	}
 	if o.Strategy == "" {
 		o.Strategy = string(azeventhubs.ProcessorStrategyBalanced)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -310,7 +311,11 @@ func checkBlobLayout(t *testing.T, bs *checkpoint.BlobStore, ns string, want map
 	prefix := strings.ToLower(ns) + "/orders/$default/checkpoint/"
 	// the copy the store writes for the JavaScript SDK, which names an
 	// emulator endpoint's namespace without its port
-	jsPrefix := checkpoint.JSNamespace(ns) + "/orders/$default/checkpoint/"
+	host := ns
+	if h, _, err := net.SplitHostPort(ns); err == nil {
+		host = h
+	}
+	jsPrefix := strings.ToLower(host) + "/orders/$default/checkpoint/"
 	pager := bs.Container().NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Include: container.ListBlobsInclude{Metadata: true}})
 	found := map[string]bool{}
 	for pager.More() {

@@ -59,7 +59,7 @@ func newEmulatorFlags(stderr io.Writer) *emulatorFlags {
 	f.fsync = fs.String("fsync", "interval", "with --data-dir, when to fsync: `policy` interval (every second), always (every send) or never")
 	f.retention = fs.Duration("retention", 24*time.Hour, "drop events older than this `duration` (0 keeps them forever)")
 	f.retentionBytes = fs.Int64("retention-bytes", 0, "keep at most this many `bytes` per partition (0 = unlimited)")
-	f.maxMsg = fs.Int64("max-message-size", emulator.DefaultMaxMessageSize, "largest message (batch) in `bytes` a sender may send")
+	f.maxMsg = fs.Int64("max-message-size", 0, "largest message (batch) in `bytes` a sender may send (0: 1 MiB, the Standard tier's)")
 	f.admin = fs.String("admin", "", "admin HTTP `address` for /health and fault injection, e.g. 127.0.0.1:5300 (default: off)")
 	f.logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	f.logFormat = fs.String("log-format", "text", "log `format`: text or json")

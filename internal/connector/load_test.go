@@ -15,7 +15,6 @@ import (
 	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/sinks"
-	"github.com/ehsink/ehsink/source"
 )
 
 // fakeConfig is the config of the test-only "fake" sink.
@@ -99,7 +98,7 @@ func TestLoadExample(t *testing.T) {
 	}
 	o := c.Connectors[0]
 	if o.Source.Batch != (BatchSpec{MaxEvents: 200, MaxWait: 500 * time.Millisecond}) ||
-		o.Source.ConsumerGroup != "$Default" || o.Source.Prefetch != source.DefaultPrefetch ||
+		o.Source.ConsumerGroup != "$Default" || o.Source.Prefetch != 2000 ||
 		!reflect.DeepEqual(o.Source.StartPartitions, map[string]string{"0": "latest", "1": "seq:42"}) {
 		t.Errorf("orders source = %+v", o.Source)
 	}

@@ -101,13 +101,13 @@ func runSink(b *testing.B, dir string, events []sinks.Event) {
 // runSinkWith is runSink with edit applied to the config.
 func runSinkWith(b *testing.B, dir string, events []sinks.Event, edit func(*sinkConfig)) {
 	ctx := context.Background()
-	c := NewConfig()
+	c := newConfig()
 	c.Dir = dir
 	c.Columns = benchColumns(b)
 	if edit != nil {
 		edit(c)
 	}
-	s, err := New(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
+	s, err := newParquetSink(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -245,12 +245,12 @@ func BenchmarkPeakHeap(b *testing.B) {
 // collected, which GOGC lets grow to about twice the live heap).
 func peakHeap(b *testing.B, n, partitions int, rowGroup int64) (first, second, inUse uint64) {
 	ctx := context.Background()
-	c := NewConfig()
+	c := newConfig()
 	c.Dir = b.TempDir()
 	c.Columns = benchColumns(b)
 	c.RowGroupSize = config.ByteSize(rowGroup)
 	c.MaxRows = 250_000
-	s, err := New(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
+	s, err := newParquetSink(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -327,10 +327,10 @@ func BenchmarkSinkSmallFiles(b *testing.B) {
 // their ratio (fresh/reset).
 func BenchmarkWriterPerFile(b *testing.B) {
 	const rowsPerFile = 1_000
-	c := NewConfig()
+	c := newConfig()
 	c.Dir = b.TempDir()
 	c.Columns = benchColumns(b)
-	s, err := New(context.Background(), c, sinks.Info{Connector: "bench", EventHub: "orders"})
+	s, err := newParquetSink(context.Background(), c, sinks.Info{Connector: "bench", EventHub: "orders"})
 	if err != nil {
 		b.Fatal(err)
 	}

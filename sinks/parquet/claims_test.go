@@ -236,11 +236,11 @@ func BenchmarkLongRunClaims(b *testing.B) {
 // 1.26.8's compiler crashed on it inside.)
 func longRun(b *testing.B, n, partitions int) (files, claims int) {
 	ctx := context.Background()
-	c := NewConfig()
+	c := newConfig()
 	c.Dir = b.TempDir()
 	c.Columns = benchColumns(b)
 	c.MaxRows = 1_000
-	s, err := New(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
+	s, err := newParquetSink(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -186,7 +186,7 @@ func TestKilledChild(t *testing.T) {
 	}
 	at, _ := strconv.Atoi(os.Getenv(crashStepEnv))
 	explode := os.Getenv(crashExplodeEnv) != ""
-	c := NewConfig()
+	c := newConfig()
 	c.Dir = filepath.Join(dir, "data")
 	c.Columns = kitColumns(t)
 	if explode {
@@ -195,7 +195,7 @@ func TestKilledChild(t *testing.T) {
 	if os.Getenv(crashRoutedEnv) != "" {
 		routed(t)(c)
 	}
-	s, err := New(context.Background(), c, sinks.Info{Connector: "orders-pq", EventHub: "orders", ConsumerGroup: "$Default"})
+	s, err := newParquetSink(context.Background(), c, sinks.Info{Connector: "orders-pq", EventHub: "orders", ConsumerGroup: "$Default"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // sinkConfig is the `sink:` block of a connector with `type: parquet`. Exactly
-// one of Dir and Blob is required, and Columns. [NewConfig] returns one
+// one of Dir and Blob is required, and Columns. [newConfig] returns one
 // with every default set; a zero sinkConfig gets the same defaults from New.
 type sinkConfig struct {
 	// Dir writes files under a local directory, created if missing.
@@ -115,8 +115,8 @@ const (
 	defaultMaxOpenFiles = 16
 )
 
-// NewConfig returns a Config with its defaults set.
-func NewConfig() *sinkConfig {
+// newConfig returns a Config with its defaults set.
+func newConfig() *sinkConfig {
 	c := &sinkConfig{}
 	c.withDefaults()
 	return c

@@ -126,7 +126,7 @@ func TestConfigDecodeAndValidate(t *testing.T) {
 }
 
 func TestConfigNeverPrintsConnection(t *testing.T) {
-	c := NewConfig()
+	c := newConfig()
 	c.Blob = &blobConfig{Connection: "AccountKey=topsecret", Container: "c"}
 	out, err := config.Marshal(c)
 	if err != nil {

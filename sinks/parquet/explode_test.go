@@ -161,14 +161,14 @@ func BenchmarkExplodeWrite(b *testing.B) {
 		cols = append(cols, col)
 	}
 	newWriter := func(explode bool) *writer {
-		c := NewConfig()
+		c := newConfig()
 		c.Dir = b.TempDir()
 		c.Columns = cols
 		if explode {
 			c.Explode, _ = mapping.ParsePath("$.records")
 			c.Columns = append(slices.Clone(cols), mapping.Column{Name: "idx", From: mapping.Source{Kind: mapping.SourceIndex}, Type: mapping.Type{Kind: mapping.KindInt64}})
 		}
-		s, err := New(context.Background(), c, sinks.Info{Connector: "bench", EventHub: "logs", ConsumerGroup: "$Default"})
+		s, err := newParquetSink(context.Background(), c, sinks.Info{Connector: "bench", EventHub: "logs", ConsumerGroup: "$Default"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -46,7 +46,7 @@ func localDestination(t *testing.T) destination {
 func localDestinationAt(dir string) destination {
 	return destination{
 		name:   "local",
-		config: func() *sinkConfig { c := NewConfig(); c.Dir = dir; return c },
+		config: func() *sinkConfig { c := newConfig(); c.Dir = dir; return c },
 		files: func(t *testing.T) map[string][]byte {
 			t.Helper()
 			out := map[string][]byte{}
@@ -95,7 +95,7 @@ func blobDestination(t *testing.T) destination {
 	return destination{
 		name: "blob",
 		config: func() *sinkConfig {
-			c := NewConfig()
+			c := newConfig()
 			c.Blob = &blobConfig{Connection: secret.String(conn), Container: name, SpoolDir: spool}
 			return c
 		},
@@ -233,7 +233,7 @@ func newSink(t *testing.T, d destination, edit func(*sinkConfig)) *sink {
 	if edit != nil {
 		edit(c)
 	}
-	s, err := New(context.Background(), c, sinks.Info{Connector: "orders-pq", EventHub: "orders", ConsumerGroup: "$Default"})
+	s, err := newParquetSink(context.Background(), c, sinks.Info{Connector: "orders-pq", EventHub: "orders", ConsumerGroup: "$Default"})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -78,7 +78,7 @@ func TestRoutedConfigValidate(t *testing.T) {
 		}, []string{"columns", "path"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewConfig()
+			c := newConfig()
 			c.Dir = t.TempDir()
 			c.Routes = tc.routes
 			if tc.edit != nil {

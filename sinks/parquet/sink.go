@@ -29,7 +29,7 @@ func init() { sinks.Register("parquet", driver{}) }
 type driver struct{}
 
 // NewConfig returns a *Config with its defaults set.
-func (driver) NewConfig() any { return NewConfig() }
+func (driver) NewConfig() any { return newConfig() }
 
 // New builds a Sink from a *Config made by NewConfig.
 func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, error) {
@@ -37,7 +37,7 @@ func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, er
 	if !ok {
 		return nil, fmt.Errorf("parquet: config is %T, want *parquet.Config", cfg)
 	}
-	return New(ctx, c, info)
+	return newParquetSink(ctx, c, info)
 }
 
 // sink writes each partition's events to rolled Parquet files. It is safe
@@ -65,10 +65,10 @@ type sink struct {
 	closed atomic.Bool
 }
 
-// New validates cfg and builds a Sink. For a Blob destination it creates
-// the container if missing; ctx bounds that call only. New starts no
+// newParquetSink validates cfg and builds a Sink. For a Blob destination it creates
+// the container if missing; ctx bounds that call only. newParquetSink starts no
 // goroutines.
-func New(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
+func newParquetSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
 	}

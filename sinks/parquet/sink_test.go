@@ -583,7 +583,7 @@ func TestTypesRoundTrip(t *testing.T) {
 				c.Columns = cols
 				c.Compression = comp
 				c.Path = "{eventhub}/" + comp + "/{partition}-{first_seq}-{last_seq}.parquet"
-				s, err := New(ctxT(t), c, sinks.Info{Connector: "types", EventHub: "hub"})
+				s, err := newParquetSink(ctxT(t), c, sinks.Info{Connector: "types", EventHub: "hub"})
 				if err != nil {
 					t.Fatal(err)
 				}

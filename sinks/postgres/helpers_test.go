@@ -101,7 +101,7 @@ func upsertConfig(t testing.TB, dsn string) *sinkConfig {
 
 func newTestSink(t testing.TB, cfg *sinkConfig) *sink {
 	t.Helper()
-	s, err := New(testCtx(t), cfg, testInfo)
+	s, err := newPostgresSink(testCtx(t), cfg, testInfo)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -105,7 +105,7 @@ func TestServerRefusedRows(t *testing.T) {
 			var logs lockedBuffer
 			info := testInfo
 			info.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("connector", testInfo.Connector)
-			s1, err := New(testCtx(t), cfg, info)
+			s1, err := newPostgresSink(testCtx(t), cfg, info)
 			if err != nil {
 				t.Fatal(err)
 			}

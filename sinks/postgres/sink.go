@@ -37,7 +37,7 @@ func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, er
 	if !ok {
 		return nil, fmt.Errorf("postgres: config is %T, want *postgres.Config", cfg)
 	}
-	return New(ctx, c, info)
+	return newPostgresSink(ctx, c, info)
 }
 
 // fault points: the seam tests use to crash a flush at a given step.
@@ -128,11 +128,11 @@ type dest struct {
 // before it is looked at again (it may have been created meanwhile).
 const retryDestAfter = time.Minute
 
-// New connects to the database, checks (or creates) the target tables and
+// newPostgresSink connects to the database, checks (or creates) the target tables and
 // the sink's state tables, and returns the sink. ctx bounds the call only.
 // cfg is validated first; its defaults are applied to a copy. Tables of
 // templated routes are checked when an event first names them.
-func New(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
+func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: connector %q: %w", info.Connector, err)
 	}

@@ -491,7 +491,7 @@ func TestPermanentErrors(t *testing.T) {
 			}
 			cfg := appendConfig(t, dsn)
 			tt.cfg(cfg)
-			_, err := New(testCtx(t), cfg, testInfo)
+			_, err := newPostgresSink(testCtx(t), cfg, testInfo)
 			if err == nil {
 				t.Fatal("New: no error")
 			}
@@ -640,7 +640,7 @@ func TestTableLimitsArePerEvent(t *testing.T) {
 				cfg.Columns[i].Type = mapping.Type{Kind: mapping.KindDecimal}
 			}
 		}
-		_, err := New(testCtx(t), cfg, testInfo)
+		_, err := newPostgresSink(testCtx(t), cfg, testInfo)
 		if err == nil || !strings.Contains(err.Error(), `column "amount"`) || !strings.Contains(err.Error(), "numeric(12,2)") {
 			t.Fatalf("New = %v, want the amount column refused with numeric(12,2) named", err)
 		}

@@ -114,21 +114,21 @@ func (driver) New(_ context.Context, cfg any, _ sinks.Info) (sinks.Sink, error) 
 	if c.Output == "stderr" {
 		out = os.Stderr
 	}
-	return New(out, *c), nil
+	return newSink(out, *c), nil
 }
 
-// Sink writes lines to one io.Writer. It is safe for concurrent use.
-type Sink struct {
+// sink writes lines to one io.Writer. It is safe for concurrent use.
+type sink struct {
 	cfg    Config
 	mapper *mapping.Mapper // Config.Columns compiled; nil: Config.Line
 	mu     sync.Mutex      // guards out
 	out    *bufio.Writer
 }
 
-// New returns a sink writing to w. Columns that do not compile (a config
+// newSink returns a sink writing to w. Columns that do not compile (a config
 // that was not validated) are ignored: lines are then envelopes.
-func New(w io.Writer, cfg Config) *Sink {
-	s := &Sink{cfg: cfg, out: bufio.NewWriterSize(w, 64<<10)}
+func newSink(w io.Writer, cfg Config) *sink {
+	s := &sink{cfg: cfg, out: bufio.NewWriterSize(w, 64<<10)}
 	if len(cfg.Columns) > 0 && cfg.Envelope() {
 		s.mapper, _ = mapping.Compile(cfg.Columns)
 	}
@@ -136,20 +136,20 @@ func New(w io.Writer, cfg Config) *Sink {
 }
 
 // Open implements sinks.Sink. The stdout sink keeps no watermark.
-func (s *Sink) Open(_ context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+func (s *sink) Open(_ context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
 	return &writer{s: s}, nil, nil
 }
 
 // Close implements sinks.Sink; it flushes what is buffered in the shared
 // output and does not close the underlying writer.
-func (s *Sink) Close(context.Context) error {
+func (s *sink) Close(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.out.Flush()
 }
 
 type writer struct {
-	s    *Sink
+	s    *sink
 	buf  bytes.Buffer
 	last *sinks.Position
 	row  []any // scratch of appendRow

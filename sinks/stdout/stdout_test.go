@@ -57,7 +57,7 @@ func TestConformance(t *testing.T) {
 		return outs[t.Name()]
 	}
 	sinktest.Run(t, sinktest.Harness{
-		New: func(t *testing.T) sinks.Sink { return New(out(t), Config{}) },
+		New: func(t *testing.T) sinks.Sink { return newSink(out(t), Config{}) },
 		Committed: func(t *testing.T, p string) []int64 {
 			var seqs []int64
 			for _, e := range out(t).lines(t) {
@@ -73,7 +73,7 @@ func TestConformance(t *testing.T) {
 
 func TestEnvelope(t *testing.T) {
 	var buf lockedBuffer
-	s := New(&buf, Config{})
+	s := newSink(&buf, Config{})
 	w, wm, err := s.Open(context.Background(), "2")
 	if err != nil || wm != nil {
 		t.Fatalf("Open = %v, %v; want no watermark", wm, err)
@@ -108,7 +108,7 @@ func TestEnvelope(t *testing.T) {
 
 func TestRawFormat(t *testing.T) {
 	var buf lockedBuffer
-	s := New(&buf, Config{Format: "raw"})
+	s := newSink(&buf, Config{Format: "raw"})
 	w, _, _ := s.Open(context.Background(), "0")
 	if err := w.Write(context.Background(), sinktest.Events("0", 0, 2)); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	s := New(&out, cfg)
+	s := newSink(&out, cfg)
 	w, _, err := s.Open(context.Background(), "0")
 	if err != nil {
 		t.Fatal(err)
@@ -173,5 +173,42 @@ func TestColumns(t *testing.T) {
 	}
 	if err := (&Config{Format: "raw", Columns: cols}).Validate(); err == nil || !strings.Contains(err.Error(), "columns: used with format json") {
 		t.Errorf("raw format with columns: %v", err)
+	}
+}
+
+// The lines the writer prints are Config.Line's, which `ehsink test`
+// compares, in both formats (with a property JSON cannot hold failing
+// alike).
+func TestWriterPrintsConfigLines(t *testing.T) {
+	key := "c-1"
+	events := []sinks.Event{
+		{Partition: "1", SequenceNumber: 9, Offset: "900", PartitionKey: &key, Properties: map[string]any{"source": "web", "n": 3}, Body: []byte(`{"a": 1}`)},
+		{Partition: "0", SequenceNumber: 0, Offset: "0", Body: []byte("not JSON")},
+		{Partition: "0", SequenceNumber: 1, Offset: "1"},
+	}
+	for _, format := range []string{"json", "raw"} {
+		cfg := Config{Format: format}
+		var buf bytes.Buffer
+		w, _, err := newSink(&buf, cfg).Open(context.Background(), "0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(context.Background(), events); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for i := range events {
+			line, err := cfg.Line(&events[i])
+			if err != nil {
+				t.Fatalf("%s: event %d: %v", format, i, err)
+			}
+			want = append(append(want, line...), '\n')
+		}
+		if !bytes.Equal(want, buf.Bytes()) {
+			t.Errorf("%s: Config.Line:\n%s\nthe writer:\n%s", format, want, buf.Bytes())
+		}
 	}
 }
