@@ -54,57 +54,28 @@ Exit status: 0 sent, 1 failed, 2 bad usage.
 // runSend is `ehsink send`.
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet(ctx, "send", sendUsage)
-	var (
-		t       target
-		file    = fs.String("file", "", "read lines from `FILE` instead of stdin")
-		key     = fs.String("partition-key", "", "send every line with partition key `K`")
-		part    = fs.String("partition", "", "send every line to partition `N`")
-		ctype   = fs.String("content-type", "", "content type of line events, for example application/json")
-		body    = fs.String("body", "", "send one event with body `TEXT` ('' for an empty body) instead of reading lines")
-		keyed   = fs.Bool("keyed", false, "each line is KEY<TAB>BODY: send it with partition key KEY")
-		props   = properties{}
-		demo    = fs.Bool("demo", false, "generate demo order events instead of reading lines")
-		count   = fs.Int("count", 100, "with --demo: number of events (0: until interrupted)")
-		rate    = fs.Float64("rate", 0, "with --demo: events per second (0: as fast as possible)")
-		keys    = fs.Int("keys", 50, "with --demo: number of customers (partition keys)")
-		verbose = fs.Bool("v", false, "log progress to stderr")
-	)
-	fs.Var(props, "property", "set application property `K=V` on every event (repeatable)")
+	var t target
+	f := newSendFlags(fs.FlagSet)
 	t.flags(fs.FlagSet)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	oneBody := setFlag(fs.FlagSet, "body")
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ehsink send: "+format+"\n", a...)
+	f.oneBody = setFlag(fs.FlagSet, "body")
+	if problem := f.problem(fs.FlagSet); problem != "" {
+		fmt.Fprintf(stderr, "ehsink send: %s\n", problem)
 		fmt.Fprintln(stderr, "Run 'ehsink send --help' for usage.")
 		return exitUsage
 	}
-	switch {
-	case *key != "" && *part != "":
-		return usage("--partition-key and --partition are mutually exclusive")
-	case *demo && (*file != "" || *key != "" || *part != "" || oneBody || *keyed || len(props) > 0):
-		return usage("--demo generates its own events and keys; it does not take --file, --body, --keyed, --property, --partition-key or --partition")
-	case oneBody && (*file != "" || *keyed):
-		return usage("--body sends one event; it does not take --file or --keyed")
-	case oneBody && strings.ContainsAny(*body, "\r\n"):
-		return usage("--body is one event: it must not hold a line break (use --file)")
-	case *keyed && (*key != "" || *part != ""):
-		return usage("--keyed takes the partition key of each line; it does not take --partition-key or --partition")
-	case !*demo && (setFlag(fs.FlagSet, "count") || setFlag(fs.FlagSet, "rate") || setFlag(fs.FlagSet, "keys")):
-		return usage("--count, --rate and --keys go with --demo")
-	case *count < 0 || *rate < 0 || *keys <= 0:
-		return usage("--count and --rate must not be negative and --keys must be positive")
-	}
-	if *part != "" {
-		if _, err := strconv.ParseUint(*part, 10, 32); err != nil {
-			return usage("--partition %q: want a partition ID such as 0", *part)
-		}
-	}
 	log := slog.New(slog.DiscardHandler)
-	if *verbose {
+	if *f.verbose {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}
+	in, closeIn, err := f.input()
+	if err != nil {
+		fmt.Fprintf(stderr, "ehsink send: %v\n", err)
+		return exitFailure
+	}
+	defer closeIn()
 
 	ep, code, err := t.resolve()
 	if err != nil {
@@ -118,33 +89,20 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer producer.Close(context.WithoutCancel(ctx))
 
-	var n int
 	var bar *progress.Bar
-	if !*verbose { // -v logs every batch; a redrawn line would tear it
+	if !*f.verbose { // -v logs every batch; a redrawn line would tear it
 		total := 0
-		if *demo {
-			total = *count
+		if *f.demo {
+			total = *f.count
 		}
 		bar = progress.New(stderr, "events", total)
 	}
-	if *demo {
-		n, err = produce.Demo(ctx, producer, produce.DemoOptions{Count: *count, Rate: *rate, Keys: *keys, Logger: log, OnSent: bar.Add})
+	var n int
+	if *f.demo {
+		n, err = produce.Demo(ctx, producer, produce.DemoOptions{Count: *f.count, Rate: *f.rate, Keys: *f.keys, Logger: log, OnSent: bar.Add})
 	} else {
-		in := io.Reader(os.Stdin)
-		switch {
-		case oneBody:
-			in = strings.NewReader(*body + "\n") // one line, even when empty
-		case *file != "":
-			f, ferr := os.Open(*file)
-			if ferr != nil {
-				fmt.Fprintf(stderr, "ehsink send: %v\n", ferr)
-				return 1
-			}
-			defer f.Close()
-			in = f
-		}
-		opts := produce.LinesOptions{PartitionKey: *key, PartitionID: *part, ContentType: *ctype, Properties: props, Logger: log, OnSent: bar.Add}
-		if *keyed {
+		opts := produce.LinesOptions{PartitionKey: *f.key, PartitionID: *f.part, ContentType: *f.ctype, Properties: f.props, Logger: log, OnSent: bar.Add}
+		if *f.keyed {
 			opts.KeySeparator = "\t"
 		}
 		n, err = produce.Lines(ctx, producer, in, opts)
@@ -153,13 +111,84 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "sent %d events to event hub %q\n", n, ep.hub)
 	if err != nil {
 		fmt.Fprintf(stderr, "ehsink send: event hub %q: %v\n", ep.hub, err)
-		return 1
+		return exitFailure
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "ehsink send: interrupted")
-		return 1
+		return exitFailure
 	}
-	return 0
+	return exitOK
+}
+
+// sendFlags are the flags of `ehsink send` but the target's.
+type sendFlags struct {
+	file, key, part, ctype, body *string
+	keyed, demo, verbose         *bool
+	count, keys                  *int
+	rate                         *float64
+	props                        properties
+	oneBody                      bool // --body was given, perhaps empty
+}
+
+func newSendFlags(fs *flag.FlagSet) *sendFlags {
+	f := &sendFlags{props: properties{}}
+	f.file = fs.String("file", "", "read lines from `FILE` instead of stdin")
+	f.key = fs.String("partition-key", "", "send every line with partition key `K`")
+	f.part = fs.String("partition", "", "send every line to partition `N`")
+	f.ctype = fs.String("content-type", "", "content type of line events, for example application/json")
+	f.body = fs.String("body", "", "send one event with body `TEXT` ('' for an empty body) instead of reading lines")
+	f.keyed = fs.Bool("keyed", false, "each line is KEY<TAB>BODY: send it with partition key KEY")
+	f.demo = fs.Bool("demo", false, "generate demo order events instead of reading lines")
+	f.count = fs.Int("count", 100, "with --demo: number of events (0: until interrupted)")
+	f.rate = fs.Float64("rate", 0, "with --demo: events per second (0: as fast as possible)")
+	f.keys = fs.Int("keys", 50, "with --demo: number of customers (partition keys)")
+	f.verbose = fs.Bool("v", false, "log progress to stderr")
+	fs.Var(f.props, "property", "set application property `K=V` on every event (repeatable)")
+	return f
+}
+
+// problem says what is wrong with the combination of flags, or "".
+func (f *sendFlags) problem(fs *flag.FlagSet) string {
+	switch {
+	case *f.key != "" && *f.part != "":
+		return "--partition-key and --partition are mutually exclusive"
+	case *f.demo && (*f.file != "" || *f.key != "" || *f.part != "" || f.oneBody || *f.keyed || len(f.props) > 0):
+		return "--demo generates its own events and keys; it does not take --file, --body, --keyed, --property, --partition-key or --partition"
+	case f.oneBody && (*f.file != "" || *f.keyed):
+		return "--body sends one event; it does not take --file or --keyed"
+	case f.oneBody && strings.ContainsAny(*f.body, "\r\n"):
+		return "--body is one event: it must not hold a line break (use --file)"
+	case *f.keyed && (*f.key != "" || *f.part != ""):
+		return "--keyed takes the partition key of each line; it does not take --partition-key or --partition"
+	case !*f.demo && (setFlag(fs, "count") || setFlag(fs, "rate") || setFlag(fs, "keys")):
+		return "--count, --rate and --keys go with --demo"
+	case *f.count < 0 || *f.rate < 0 || *f.keys <= 0:
+		return "--count and --rate must not be negative and --keys must be positive"
+	}
+	if *f.part != "" {
+		if _, err := strconv.ParseUint(*f.part, 10, 32); err != nil {
+			return fmt.Sprintf("--partition %q: want a partition ID such as 0", *f.part)
+		}
+	}
+	return ""
+}
+
+// input returns the lines to send (--body, --file or stdin) and what
+// closes them; nil with --demo.
+func (f *sendFlags) input() (io.Reader, func(), error) {
+	switch {
+	case *f.demo:
+		return nil, func() {}, nil
+	case f.oneBody:
+		return strings.NewReader(*f.body + "\n"), func() {}, nil // one line, even when empty
+	case *f.file != "":
+		file, err := os.Open(*f.file)
+		if err != nil {
+			return nil, nil, err
+		}
+		return file, func() { file.Close() }, nil
+	}
+	return os.Stdin, func() {}, nil
 }
 
 // properties is the --property flag: K=V pairs, V typed as it reads.

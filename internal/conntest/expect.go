@@ -92,67 +92,85 @@ func prepareExpect(t target, e *Expect) (expectation, error) {
 		}
 		x.row, errs = wantRow(t.mapper.Columns(), row, field, t.key, "the connector")
 	case *routedTarget:
-		if e.Record != nil {
-			return x, &config.Error{Path: "record", Err: errors.New("this connector's sink has columns: use row")}
-		}
-		x.route, x.table = e.Route, e.Table
-		if e.Route != nil && t.route(*e.Route) == nil {
-			return x, &config.Error{Path: "route", Err: fmt.Errorf("no route named %q (routes: %s)", *e.Route, strings.Join(t.names(), ", "))}
-		}
-		if e.Table != nil && !slices.ContainsFunc(t.routes, func(r routeSpec) bool { return r.DestIsTable }) {
-			return x, &config.Error{Path: "table", Err: errors.New("this connector's routes have paths, not tables: use route")}
-		}
-		if row == nil {
-			break
-		}
-		// The columns are checked against the named route, or against
-		// every route that has them all when the route is left open.
-		x.routeRow = map[string][]wantColumn{}
-		var lastErrs []error
-		for _, r := range t.routes {
-			if e.Route != nil && r.Name != *e.Route {
-				continue
-			}
-			want, rerrs := wantRow(r.target.mapper.Columns(), row, field, r.target.key, "route "+r.Name)
-			if len(rerrs) == 0 {
-				x.routeRow[r.Name] = want
-			}
-			lastErrs = rerrs
-		}
-		if len(x.routeRow) == 0 {
-			errs = lastErrs
+		if err := x.prepareRouted(t, e, row, field, &errs); err != nil {
+			return x, err
 		}
 	case *stdoutTarget:
-		if e.Row != nil {
-			return x, &config.Error{Path: "row", Err: errors.New("the stdout sink writes records, not rows: use record")}
-		}
-		if e.Record == nil {
-			break
-		}
-		if t.raw {
-			s, ok := e.Record.(string)
-			if !ok {
-				return x, &config.Error{Path: "record", Err: errors.New("want the line as a string (format: raw)")}
-			}
-			x.rawRecord = &s
-			break
-		}
-		fields, ok := e.Record.(map[string]any)
-		if !ok {
-			return x, &config.Error{Path: "record", Err: errors.New("want a map of envelope fields (format: json), such as {partition: \"0\", body: {...}}")}
-		}
-		for _, name := range slices.Sorted(maps.Keys(fields)) {
-			v := fields[name]
-			raw, err := json.Marshal(v)
-			if err != nil {
-				errs = append(errs, &config.Error{Path: "record." + name, Err: err})
-				continue
-			}
-			x.fields = append(x.fields, wantField{name: name, want: jsonValue(raw)})
+		if err := x.prepareRecord(t, e, &errs); err != nil {
+			return x, err
 		}
 	}
 	x.deadLetter = e.DeadLetter
 	return x, errors.Join(errs...)
+}
+
+// prepareRouted prepares the route, table and row of a routed connector's
+// expectation; problems of the row's columns go to errs.
+func (x *expectation) prepareRouted(t *routedTarget, e *Expect, row map[string]any, field string, errs *[]error) error {
+	if e.Record != nil {
+		return &config.Error{Path: "record", Err: errors.New("this connector's sink has columns: use row")}
+	}
+	x.route, x.table = e.Route, e.Table
+	if e.Route != nil && t.route(*e.Route) == nil {
+		return &config.Error{Path: "route", Err: fmt.Errorf("no route named %q (routes: %s)", *e.Route, strings.Join(t.names(), ", "))}
+	}
+	if e.Table != nil && !slices.ContainsFunc(t.routes, func(r routeSpec) bool { return r.DestIsTable }) {
+		return &config.Error{Path: "table", Err: errors.New("this connector's routes have paths, not tables: use route")}
+	}
+	if row == nil {
+		return nil
+	}
+	// The columns are checked against the named route, or against
+	// every route that has them all when the route is left open.
+	x.routeRow = map[string][]wantColumn{}
+	var lastErrs []error
+	for _, r := range t.routes {
+		if e.Route != nil && r.Name != *e.Route {
+			continue
+		}
+		want, rerrs := wantRow(r.target.mapper.Columns(), row, field, r.target.key, "route "+r.Name)
+		if len(rerrs) == 0 {
+			x.routeRow[r.Name] = want
+		}
+		lastErrs = rerrs
+	}
+	if len(x.routeRow) == 0 {
+		*errs = lastErrs
+	}
+	return nil
+}
+
+// prepareRecord prepares a stdout record expectation: the whole line
+// (format raw) or envelope fields (format json).
+func (x *expectation) prepareRecord(t *stdoutTarget, e *Expect, errs *[]error) error {
+	if e.Row != nil {
+		return &config.Error{Path: "row", Err: errors.New("the stdout sink writes records, not rows: use record")}
+	}
+	if e.Record == nil {
+		return nil
+	}
+	if t.raw {
+		s, ok := e.Record.(string)
+		if !ok {
+			return &config.Error{Path: "record", Err: errors.New("want the line as a string (format: raw)")}
+		}
+		x.rawRecord = &s
+		return nil
+	}
+	fields, ok := e.Record.(map[string]any)
+	if !ok {
+		return &config.Error{Path: "record", Err: errors.New("want a map of envelope fields (format: json), such as {partition: \"0\", body: {...}}")}
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		v := fields[name]
+		raw, err := json.Marshal(v)
+		if err != nil {
+			*errs = append(*errs, &config.Error{Path: "record." + name, Err: err})
+			continue
+		}
+		x.fields = append(x.fields, wantField{name: name, want: jsonValue(raw)})
+	}
+	return nil
 }
 
 // prepareExploded prepares the expectation of a connector whose mapping
@@ -306,6 +324,13 @@ func (x *expectation) check(got outcome) string {
 	if got.exploded {
 		return fmt.Sprintf("%swant a row, got %s (the mapping explodes: use rows)\n", indent, x.describe(got))
 	}
+	return x.checkWritten(got)
+}
+
+// checkWritten compares what a row or record expectation names (route,
+// table, columns, record) with what the connector wrote.
+func (x *expectation) checkWritten(got outcome) string {
+	const indent = "      "
 	var b strings.Builder
 	if x.route != nil && got.route != *x.route {
 		fmt.Fprintf(&b, "%sroute: want %s, got %s\n", indent, *x.route, got.route)
