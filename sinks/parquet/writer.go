@@ -170,70 +170,11 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			w.log.Warn("skipping event already taken", "seq", e.SequenceNumber)
 			continue
 		}
-		ri := 0
-		var err error
-		if w.s.sel != nil {
-			if ri, err = w.s.sel.Select(e); err != nil {
-				failed = append(failed, sinks.EventError{Index: i, Err: err})
-				continue
-			}
-		}
-		r := w.s.routes[ri]
-		values, err := renderPath(r.name, r.tmpl, e)
+		taken, err := w.writeEvent(ctx, i, e, &failed)
 		if err != nil {
-			failed = append(failed, sinks.EventError{Index: i, Err: err})
-			continue
+			return err
 		}
-		// An event makes one row, or one per element of an exploded
-		// array; an element that does not convert is a failure of its
-		// own, and the event's other rows are taken.
-		rows, err := r.mapper.m.Rows(e)
-		if err != nil {
-			failed = append(failed, sinks.EventError{Index: i, Err: err})
-			continue
-		}
-		df := w.openDataFile(ri, values) // nil until the event's first row
-		pathFailed := false
-		for j := range rows.Len() {
-			// The row is built in the file's next spare slot, reusing its
-			// memory, or in the writer's scratch row for a new file.
-			var row pq.Row
-			if df == nil {
-				row = w.row[:0] // copied into the new file's rows below
-			} else if n := len(df.buffered); n < cap(df.buffered) {
-				row = df.buffered[:n+1][n][:0]
-			}
-			if row, w.vals, err = r.mapper.mapRow(rows, j, row, w.vals); err != nil {
-				failed = append(failed, sinks.EventError{Index: i, Err: err})
-				continue
-			}
-			if df == nil {
-				if w.file == nil {
-					w.begin(e)
-				}
-				w.row = row
-				df, err = w.dataFile(ctx, ri, values, e)
-				var pe *pathError
-				if errors.As(err, &pe) {
-					failed = append(failed, sinks.EventError{Index: i, Err: pe.err})
-					pathFailed = true
-					break
-				} else if err != nil {
-					rows.Close()
-					w.dropPending()
-					return fmt.Errorf("connector %q partition %s seq %d: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
-				}
-				row = append(pq.Row(nil), row...)
-			}
-			df.buffered = append(df.buffered, row)
-		}
-		rows.Close()
-		if !pathFailed {
-			// The commit's range covers the event, with its rows or with
-			// none (an empty array, or elements that are dead letters).
-			if w.file == nil {
-				w.begin(e)
-			}
+		if taken {
 			lastTaken = i
 		}
 	}
@@ -253,6 +194,79 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 		return &sinks.BatchError{Failed: failed}
 	}
 	return nil
+}
+
+// writeEvent maps event i of a batch (e) to its route's file: its rows
+// are buffered, or its failures added to failed. It reports whether the
+// commit's range takes the event; an error fails the whole batch.
+func (w *writer) writeEvent(ctx context.Context, i int, e *sinks.Event, failed *[]sinks.EventError) (bool, error) {
+	ri := 0
+	var err error
+	if w.s.sel != nil {
+		if ri, err = w.s.sel.Select(e); err != nil {
+			*failed = append(*failed, sinks.EventError{Index: i, Err: err})
+			return false, nil
+		}
+	}
+	r := w.s.routes[ri]
+	values, err := renderPath(r.name, r.tmpl, e)
+	if err != nil {
+		*failed = append(*failed, sinks.EventError{Index: i, Err: err})
+		return false, nil
+	}
+	// An event makes one row, or one per element of an exploded
+	// array; an element that does not convert is a failure of its
+	// own, and the event's other rows are taken.
+	rows, err := r.mapper.m.Rows(e)
+	if err != nil {
+		*failed = append(*failed, sinks.EventError{Index: i, Err: err})
+		return false, nil
+	}
+	df := w.openDataFile(ri, values) // nil until the event's first row
+	pathFailed := false
+	for j := range rows.Len() {
+		// The row is built in the file's next spare slot, reusing its
+		// memory, or in the writer's scratch row for a new file.
+		var row pq.Row
+		if df == nil {
+			row = w.row[:0] // copied into the new file's rows below
+		} else if n := len(df.buffered); n < cap(df.buffered) {
+			row = df.buffered[:n+1][n][:0]
+		}
+		if row, w.vals, err = r.mapper.mapRow(rows, j, row, w.vals); err != nil {
+			*failed = append(*failed, sinks.EventError{Index: i, Err: err})
+			continue
+		}
+		if df == nil {
+			if w.file == nil {
+				w.begin(e)
+			}
+			w.row = row
+			df, err = w.dataFile(ctx, ri, values, e)
+			var pe *pathError
+			if errors.As(err, &pe) {
+				*failed = append(*failed, sinks.EventError{Index: i, Err: pe.err})
+				pathFailed = true
+				break
+			} else if err != nil {
+				rows.Close()
+				w.dropPending()
+				return false, fmt.Errorf("connector %q partition %s seq %d: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
+			}
+			row = append(pq.Row(nil), row...)
+		}
+		df.buffered = append(df.buffered, row)
+	}
+	rows.Close()
+	if pathFailed {
+		return false, nil
+	}
+	// The commit's range covers the event, with its rows or with none (an
+	// empty array, or elements that are dead letters).
+	if w.file == nil {
+		w.begin(e)
+	}
+	return true, nil
 }
 
 // writeRows writes df's pending rows to its file; events are the batch
@@ -393,6 +407,63 @@ func (w *writer) FlushDue(now time.Time) bool {
 		!now.Before(f.openedAt.Add(c.MaxAge))
 }
 
+// recordRange makes sure a commit records its range: a commit of dead
+// letters only gets a data file without rows (without routes, in the
+// folder of its first event), and with routes a commit that made no row
+// gets an empty dead-letter file.
+func (w *writer) recordRange(ctx context.Context, f *openFile) error {
+	if len(f.files) == 0 && !w.s.routed() {
+		// The range of a commit of dead letters only is recorded by a data
+		// file without rows, in the folder of its first event.
+		e := sinks.Event{EnqueuedTime: f.vars.enqueued}
+		if _, err := w.dataFile(ctx, 0, nil, &e); err != nil {
+			return fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
+		}
+	}
+	if len(f.files) == 0 && f.dl == nil {
+		// With routes, a commit of events that made no row (empty
+		// exploded arrays) records its range in an empty dead-letter file.
+		if err := w.deadLetterFile(ctx); err != nil {
+			return fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
+		}
+	}
+	return nil
+}
+
+// nameFiles names every file of commit f with the commit's whole range,
+// sorted by name, and returns the name of its dead-letter file.
+func (w *writer) nameFiles(f *openFile) string {
+	vars := f.vars
+	vars.firstSeq, vars.lastSeq = f.first, f.last
+	dlName := w.s.dlTmpl.render(vars)
+	for _, df := range f.files {
+		v := df.vars
+		v.firstSeq, v.lastSeq = f.first, f.last
+		df.name = w.s.routes[df.ri].tmpl.render(v)
+	}
+	slices.SortFunc(f.files, func(a, b *dataFile) int { return strings.Compare(a.name, b.name) })
+	return dlName
+}
+
+// writeFooters closes the commit's Parquet writers, with the range and
+// the partition in each footer's key-value metadata. Done once per commit.
+func (w *writer) writeFooters(ctx context.Context, f *openFile) error {
+	if !f.footerDone {
+		for _, df := range f.files {
+			df.pw.SetKeyValueMetadata(metaEventHub, w.vars.eventHub)
+			df.pw.SetKeyValueMetadata(metaPartition, w.partition)
+			df.pw.SetKeyValueMetadata(metaFirstSeq, strconv.FormatInt(f.first, 10))
+			df.pw.SetKeyValueMetadata(metaLastSeq, strconv.FormatInt(f.last, 10))
+			df.pw.SetKeyValueMetadata(metaLastOffset, f.lastOffset)
+			if err := df.pw.Close(); err != nil {
+				return w.broken(ctx, fmt.Errorf("connector %q partition %s seq %d..%d: write footer of %q: %w", w.s.info.Connector, w.partition, f.first, f.last, df.name, err))
+			}
+		}
+		f.footerDone = true
+	}
+	return nil
+}
+
 // Flush commits the open commit: it writes the Parquet footers (with the
 // sequence range and last offset as key-value metadata), claims the
 // commit, publishes the dead-letter file if any, then the data files in
@@ -412,30 +483,10 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	if f == nil {
 		return w.watermark, nil
 	}
-	if len(f.files) == 0 && !w.s.routed() {
-		// The range of a commit of dead letters only is recorded by a data
-		// file without rows, in the folder of its first event.
-		e := sinks.Event{EnqueuedTime: f.vars.enqueued}
-		if _, err := w.dataFile(ctx, 0, nil, &e); err != nil {
-			return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
-		}
+	if err := w.recordRange(ctx, f); err != nil {
+		return nil, err
 	}
-	if len(f.files) == 0 && f.dl == nil {
-		// With routes, a commit of events that made no row (empty
-		// exploded arrays) records its range in an empty dead-letter file.
-		if err := w.deadLetterFile(ctx); err != nil {
-			return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, f.first, f.last, err)
-		}
-	}
-	vars := f.vars
-	vars.firstSeq, vars.lastSeq = f.first, f.last
-	dlName := w.s.dlTmpl.render(vars)
-	for _, df := range f.files {
-		v := df.vars
-		v.firstSeq, v.lastSeq = f.first, f.last
-		df.name = w.s.routes[df.ri].tmpl.render(v)
-	}
-	slices.SortFunc(f.files, func(a, b *dataFile) int { return strings.Compare(a.name, b.name) })
+	dlName := w.nameFiles(f)
 	name := dlName
 	if len(f.files) > 0 {
 		name = f.files[0].name
@@ -450,18 +501,8 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		}
 		return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %s %q: %w", w.s.info.Connector, w.partition, f.first, f.last, what, name, err)
 	}
-	if !f.footerDone {
-		for _, df := range f.files {
-			df.pw.SetKeyValueMetadata(metaEventHub, w.vars.eventHub)
-			df.pw.SetKeyValueMetadata(metaPartition, w.partition)
-			df.pw.SetKeyValueMetadata(metaFirstSeq, strconv.FormatInt(f.first, 10))
-			df.pw.SetKeyValueMetadata(metaLastSeq, strconv.FormatInt(f.last, 10))
-			df.pw.SetKeyValueMetadata(metaLastOffset, f.lastOffset)
-			if err := df.pw.Close(); err != nil {
-				return nil, w.broken(ctx, fmt.Errorf("connector %q partition %s seq %d..%d: write footer of %q: %w", w.s.info.Connector, w.partition, f.first, f.last, df.name, err))
-			}
-		}
-		f.footerDone = true
+	if err := w.writeFooters(ctx, f); err != nil {
+		return nil, err
 	}
 	if !f.claimed {
 		// Fence: another owner of the partition (a steal, a paused process
