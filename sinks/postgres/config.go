@@ -82,7 +82,28 @@ type Config struct {
 	// row back. Keep it at least the event hub's retention. If zero, 168h
 	// (the longest retention of the Standard tier).
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
+	// StatementTimeout is the sink sessions' statement_timeout: the server
+	// cancels a statement that runs longer (SQLSTATE 57014, retried). If
+	// zero, 10s; -1s turns it off (the server's own setting applies).
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	// IdleInTransactionTimeout is the sink sessions'
+	// idle_in_transaction_session_timeout: the server ends a session that
+	// sits in an open transaction for longer, rolling it back and freeing
+	// its locks. A flush sends its statements back to back, so only a
+	// client that stopped answering (a half-open connection, a crashed
+	// process) reaches it; without it, the orphaned transaction holds the
+	// watermark row's lock, and so the partition's next owner, until the
+	// server's TCP notices the dead client (two hours by default). If zero,
+	// 10s; -1s turns it off.
+	IdleInTransactionTimeout time.Duration `yaml:"idle_in_transaction_timeout"`
 }
+
+// Defaults of the server-side timeouts (Config.StatementTimeout and
+// Config.IdleInTransactionTimeout).
+const (
+	DefaultStatementTimeout         = 10 * time.Second
+	DefaultIdleInTransactionTimeout = 10 * time.Second
+)
 
 // DefaultTombstoneRetention is the tombstone retention when
 // Config.TombstoneRetention is zero.
@@ -147,6 +168,12 @@ func (c Config) withDefaults() Config {
 	if c.TombstoneRetention == 0 {
 		c.TombstoneRetention = DefaultTombstoneRetention
 	}
+	if c.StatementTimeout == 0 {
+		c.StatementTimeout = DefaultStatementTimeout
+	}
+	if c.IdleInTransactionTimeout == 0 {
+		c.IdleInTransactionTimeout = DefaultIdleInTransactionTimeout
+	}
 	return c
 }
 
@@ -197,6 +224,17 @@ func (c *Config) Validate() error {
 	}
 	if d.TombstoneRetention < 0 {
 		fe("tombstone_retention", errors.New("must not be negative"))
+	}
+	for _, t := range []struct {
+		field string
+		d     time.Duration
+	}{{"statement_timeout", d.StatementTimeout}, {"idle_in_transaction_timeout", d.IdleInTransactionTimeout}} {
+		switch {
+		case t.d < 0 && t.d != -time.Second:
+			fe(t.field, fmt.Errorf("%s: want a positive duration, or -1s for the server's setting", t.d))
+		case t.d > 0 && t.d < time.Millisecond:
+			fe(t.field, fmt.Errorf("%s: below the server's resolution of 1ms", t.d))
+		}
 	}
 	d.validateDeletes(fe)
 	return errors.Join(errs...)
