@@ -166,7 +166,8 @@ func (b *breaker) result(err error) {
 			b.setLocked(breakerClosed)
 			b.log.Info("circuit breaker closed: the sink answers again")
 		}
-	case b.state == breakerHalfOpen && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case b.state == breakerHalfOpen && !errors.Is(err, ErrSinkTimeout) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		// the probe was called off, not answered: the next caller probes
 		b.until = time.Now()
 		b.setLocked(breakerOpen)

@@ -201,6 +201,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		CheckpointEveryEvents:   spec.Checkpoint.EveryEvents,
 		CheckpointEveryInterval: spec.Checkpoint.EveryInterval,
 		DrainTimeout:            cfg.DrainTimeout,
+		SinkTimeout:             spec.Errors.SinkTimeout,
 		Logger:                  log,
 		Metrics:                 met,
 		pause:                   cs.gate,
@@ -372,7 +373,15 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 		if wm, ok := r.Watermark(partition); ok {
 			return wm, nil, nil
 		}
-		w, wm, err := sink.Open(ctx, partition)
+		var (
+			w   sinks.Writer
+			wm  *sinks.Position
+			err error
+		)
+		err = r.callSink(ctx, func(ctx context.Context) error {
+			w, wm, err = sink.Open(ctx, partition)
+			return err
+		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening the sink for partition %s: %w", partition, err)
 		}

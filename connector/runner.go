@@ -27,6 +27,12 @@ var ErrOwnershipLost = source.ErrOwnershipLost
 // go to a replica whose sink answers.
 var ErrSinkUnavailable = errors.New("sink unavailable")
 
+// ErrSinkTimeout is matched (errors.Is) by the error of a sink call that
+// did not return within RunnerOptions.SinkTimeout: the sink stopped
+// answering (a half-open connection, a stuck server). Such an error is
+// marked transient (sinks.IsTransient).
+var ErrSinkTimeout = errors.New("sink call timed out")
+
 // ErrDrainIncomplete is matched (errors.Is) by the error of a partition
 // whose drain did not finish: what it held was not committed, or its final
 // checkpoint was not written, within the drain timeout. Nothing is lost (the
@@ -103,6 +109,12 @@ type RunnerOptions struct {
 	// DrainTimeout bounds the final flush and checkpoint after ctx is
 	// cancelled. If zero, 30s.
 	DrainTimeout time.Duration
+	// SinkTimeout, if not zero, bounds each sink call (Open, Write, Flush,
+	// DeadLetter). A call that runs out of it (not out of the partition's
+	// own ctx) fails with an error matching ErrSinkTimeout, marked
+	// transient: it is retried, counted by the circuit breaker and passed
+	// to readiness like any other transient sink failure.
+	SinkTimeout time.Duration
 	// Logger receives the runner's logs; give it the connector's name as an
 	// attribute. If nil, logs are discarded.
 	Logger *slog.Logger
@@ -756,14 +768,22 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 
 // checkpointTimeout bounds one checkpoint attempt. The store's client
 // retries on its own; a store that does not answer within this fails the
-// attempt, which is retried later, instead of holding the partition.
-const checkpointTimeout = time.Minute
+// attempt, which is retried later, instead of holding the partition. With
+// an ownership expiration (GiveUpAfter) it is half of it: a store that
+// does not answer for that long is not renewing the partition's lease
+// either, and the partition must not sit in one call past its lease.
+func (r *Runner) checkpointTimeout() time.Duration {
+	if r.opts.GiveUpAfter > 0 {
+		return min(time.Minute, r.opts.GiveUpAfter/2)
+	}
+	return time.Minute
+}
 
 // callStore runs fn, a checkpoint-store call, within checkpointTimeout and
 // heartbeating meanwhile: the partition is working, not stuck, while the
 // store's client retries, so the source's watchdog must not reopen it.
 func (pr *partitionRun) callStore(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	ctx, cancel := context.WithTimeout(ctx, pr.r.checkpointTimeout())
 	defer cancel()
 	if pr.beat == nil {
 		return fn(ctx)
@@ -859,7 +879,7 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 			}
 			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", werr, last)
 		}
-		err := fn(ctx)
+		err := r.callSink(ctx, fn)
 		last = err
 		if what != opWrite || err != nil {
 			r.brk.result(err)
@@ -879,6 +899,25 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 		}
 		backoff = min(backoff*2, r.opts.Retry.MaxBackoff)
 	}
+}
+
+// callSink runs fn, one sink call, within SinkTimeout. A call that ran out
+// of that deadline while ctx (the partition's) is alive is the sink's
+// failure, not a cancellation: it comes back marked transient, so that it
+// is retried and counts for the breaker and readiness. The sink cannot
+// tell the two apart (both are context.DeadlineExceeded to it); the
+// runner, which set the deadline, can.
+func (r *Runner) callSink(ctx context.Context, fn func(context.Context) error) error {
+	if r.opts.SinkTimeout <= 0 {
+		return fn(ctx)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, r.opts.SinkTimeout, ErrSinkTimeout)
+	defer cancel()
+	err := fn(cctx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), ErrSinkTimeout) {
+		return sinks.Transient(fmt.Errorf("%w: no answer within %s (errors.sink_timeout): %w", ErrSinkTimeout, r.opts.SinkTimeout, err))
+	}
+	return err
 }
 
 // opWrite names the sink's Write in retries and metrics.
