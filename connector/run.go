@@ -214,6 +214,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	srcOpts.Connection, srcOpts.Namespace, srcOpts.EventHub = conn, spec.Source.Namespace, spec.Source.EventHub
 	srcOpts.Store = store
 	srcOpts.Claim = claimWriter(runner, sink)
+	srcOpts.HoldClaims = runner.brk.holdingClaims
 	srcOpts.OnHeal = func(reason string) { met.healed(spec.Name, reason) }
 	srcOpts.Logger = log
 	if conn == "" {
@@ -344,6 +345,10 @@ func (a partitionAdapter) TakeWriter() (sinks.Writer, *sinks.Position, bool) {
 	return w, wm, true
 }
 
+// LeaseExpiry is the source's: when the partition's lease runs out unless
+// renewed.
+func (a partitionAdapter) LeaseExpiry() (time.Time, bool) { return a.p.LeaseExpiry() }
+
 // StoredCheckpoint is the source's: the checkpoint stored at the claim.
 func (a partitionAdapter) StoredCheckpoint() (int64, bool) { return a.p.StoredCheckpoint() }
 
@@ -382,6 +387,10 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 			w, wm, err = sink.Open(ctx, partition)
 			return err
 		})
+		if ctx.Err() == nil {
+			r.brk.claimResult(err)
+			r.sinkCalled(ctx, err)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening the sink for partition %s: %w", partition, err)
 		}

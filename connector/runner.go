@@ -71,6 +71,15 @@ type storedCheckpointer interface {
 	StoredCheckpoint() (seq int64, ok bool)
 }
 
+// leaseHolder is implemented by a Partition that knows when its ownership
+// lease runs out unless renewed (the source's). The runner starts no
+// commit that could end after it: past that instant another replica may
+// own the partition, and the fence, not the lease, would be all that
+// keeps the two apart.
+type leaseHolder interface {
+	LeaseExpiry() (at time.Time, ok bool)
+}
+
 // RunnerOptions configure a Runner. The zero value of every field but Sink
 // has a documented default.
 type RunnerOptions struct {
@@ -317,6 +326,11 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 			if errors.Is(err, sinks.ErrFenced) {
 				log.Warn("another writer committed this partition; giving it up", "error", err)
 				return nil
+			}
+			if errors.Is(err, ErrOwnershipLost) && ctx.Err() == nil {
+				// checkLease: the lease was not renewed in time
+				log.Warn("partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
+				return err
 			}
 			if ctx.Err() != nil {
 				return pr.drain(ctx, nil)
@@ -653,6 +667,9 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	// rounds are bounded by what was written.
 	for round := 0; ; round++ {
 		err := r.retry(ctx, "flush", pr.beat, func(ctx context.Context) error {
+			if err := pr.checkLease(); err != nil {
+				return err
+			}
 			var err error
 			wm, err = pr.p.Flush(ctx)
 			return err
@@ -694,6 +711,32 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	pr.wmMu.Unlock()
 	pr.unflushed = 0
 	pr.advanceDropped()
+	return nil
+}
+
+// checkLease returns an error matching ErrOwnershipLost when the
+// partition's lease runs out within the time a commit may take (the sink
+// timeout, at most a quarter of GiveUpAfter, the ownership expiration):
+// the store has not renewed it (Blob unreachable), and a commit now could
+// land after another replica took the partition. The runner then abandons
+// what it holds, as on a lost partition; the next owner replays it.
+func (pr *partitionRun) checkLease() error {
+	lh, ok := pr.src.(leaseHolder)
+	if !ok {
+		return nil
+	}
+	at, ok := lh.LeaseExpiry()
+	if !ok {
+		return nil
+	}
+	margin := pr.r.opts.SinkTimeout
+	if g := pr.r.opts.GiveUpAfter / 4; g > 0 && (margin <= 0 || g < margin) {
+		margin = g
+	}
+	if left := time.Until(at); left < margin {
+		return fmt.Errorf("%w: the partition's lease was not renewed and runs out in %s (at %s), less than a commit may take (%s): not committing",
+			ErrOwnershipLost, left.Round(time.Millisecond), at.Format(time.RFC3339Nano), margin)
+	}
 	return nil
 }
 
@@ -834,6 +877,10 @@ func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 				pr.log.Warn("another writer committed this partition; not checkpointing", "error", err)
 				return nil
 			}
+			if errors.Is(err, ErrOwnershipLost) {
+				pr.log.Warn("the partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
+				return nil
+			}
 			return pr.r.errorf(pr.src, "%w: %d events after seq %s not committed (drain timeout %s): %v",
 				ErrDrainIncomplete, pr.unflushed, posText(pr.watermark), pr.r.opts.DrainTimeout, err)
 		}
@@ -880,6 +927,11 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", werr, last)
 		}
 		err := r.callSink(ctx, fn)
+		if errors.Is(err, ErrOwnershipLost) {
+			// refused before the sink was called (checkLease)
+			r.brk.calledOff()
+			return err
+		}
 		last = err
 		if what != opWrite || err != nil {
 			r.brk.result(err)

@@ -40,7 +40,7 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
-	mu         sync.Mutex                         // guards the 11 following fields
+	mu         sync.Mutex                         // guards the 12 following fields
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
 	resolved   map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
 	stored     map[string]int64                   // sequence number of the stored checkpoint of claimed partitions at the last listing (-1: none; absent: not known)
@@ -52,6 +52,7 @@ type Source struct {
 	reported   map[string]bool                    // stalls already reported, until the partition runs again
 	starts     map[string]azeventhubs.Checkpoint  // the checkpoints last handed to the processor (connections.go)
 	opened     map[string]opened                  // what Options.Claim opened for claimed partitions, until a handler takes it
+	renewed    map[string]time.Time               // when the last successful claim or renewal of each claimed partition was sent
 
 	// test seams (export_test.go): fail the next n checkpoint listings, and
 	// let the processor see the error (as before the store shielded it).
