@@ -195,6 +195,12 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, fromClient bool) {
 			}
 		}
 		if err != nil {
+			// A close is traffic too: a blackhole holds it, so the other
+			// side sees nothing (a server that ended an orphaned session
+			// is not heard of by the client, nor the other way round).
+			if !p.pass(l, nil) {
+				return
+			}
 			// pass the end on, so a close on one side closes the other
 			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
 				_ = tc.CloseWrite()
