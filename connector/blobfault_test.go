@@ -79,7 +79,8 @@ connectors:
 			t.Logf("connector logs:\n%s", logs.String())
 		}
 	})
-	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, DevEnv: devenv.New(),
+	ctl := connector.NewControl()
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, DevEnv: devenv.New(), Control: ctl,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	defer stop()
 	committed := func() float64 { return sumMetric(t, reg, "ehsink_events_committed_total", "pg") }
@@ -90,8 +91,19 @@ connectors:
 
 	start := time.Now()
 	proxy.Set(faultproxy.Fault{Blackhole: true})
-	waitUntil(t, ctx, done, "the replica stops owning partitions", func() bool {
-		return sumMetric(t, reg, "ehsink_partitions_owned", "pg") == 0
+	notReady := func() string {
+		st, err := ctl.Status("pg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.NotReady()
+	}
+	var unready time.Duration
+	waitUntil(t, ctx, done, "the replica stops owning partitions, and readiness fails", func() bool {
+		if unready == 0 && strings.Contains(notReady(), "checkpoint store not reached") {
+			unready = time.Since(start)
+		}
+		return unready != 0 && sumMetric(t, reg, "ehsink_partitions_owned", "pg") == 0
 	})
 	stopped := time.Since(start)
 
@@ -127,10 +139,10 @@ connectors:
 			t.Errorf("partition %s: a row was written at %s, after its lease expired (by %s)", part, last.Format(time.RFC3339Nano), exp.Format(time.RFC3339Nano))
 		}
 	}
-	t.Logf("blob blackholed: the replica owned no partition after %s", stopped.Round(time.Millisecond))
+	t.Logf("blob blackholed: not ready after %s (%q); the replica owned no partition after %s", unready.Round(time.Millisecond), notReady(), stopped.Round(time.Millisecond))
 
 	proxy.Heal()
-	waitUntil(t, ctx, done, "every event committed after the heal", func() bool { return committed() >= events })
+	waitUntil(t, ctx, done, "every event committed after the heal, and readiness back", func() bool { return committed() >= events && notReady() == "" })
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -206,6 +206,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		Metrics:                 met,
 		pause:                   cs.gate,
 		sinkCalled:              cs.sinkReached,
+		storeCalled:             cs.storeReached,
 	})
 	if err != nil {
 		return fail("runner", err)

@@ -136,6 +136,10 @@ type RunnerOptions struct {
 	// sinkCalled, when set, receives the outcome of every sink call, so
 	// that readiness follows the sink.
 	sinkCalled func(error)
+	// storeCalled, when set, receives the outcome of every checkpoint
+	// call that was not cut short by the partition's ctx or refused for a
+	// lost ownership, so that readiness follows the checkpoint store.
+	storeCalled func(error)
 }
 
 // DeadLetterStore keeps dead letters durably. Store must have made the
@@ -783,7 +787,11 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 	if pos == nil {
 		return nil
 	}
-	if err := pr.callStore(ctx, func(ctx context.Context) error { return pr.src.Checkpoint(ctx, *pos) }); err != nil {
+	err := pr.callStore(ctx, func(ctx context.Context) error { return pr.src.Checkpoint(ctx, *pos) })
+	if f := pr.r.opts.storeCalled; f != nil && ctx.Err() == nil && !errors.Is(err, ErrOwnershipLost) {
+		f(err)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -50,6 +50,10 @@ type ConnectorStatus struct {
 	// last call.
 	Source Reach `json:"source"`
 	Sink   Reach `json:"sink"` // see Source
+	// Store says whether the last checkpoint the connector wrote reached
+	// the checkpoint store; nil before the first one. A store that does
+	// not answer cannot renew the leases either.
+	Store *Reach `json:"store,omitempty"`
 	// Partitions are those this process owns now, by ID.
 	Partitions []PartitionStatus `json:"partitions"`
 	// LastError is the connector's last failure, if any.
@@ -117,6 +121,9 @@ func (s ConnectorStatus) NotReady() string {
 	}
 	if !s.Sink.OK {
 		why = append(why, "sink not reached"+suffix(s.Sink.Error))
+	}
+	if s.Store != nil && !s.Store.OK {
+		why = append(why, "checkpoint store not reached"+suffix(s.Store.Error))
 	}
 	return strings.Join(why, "; ")
 }
@@ -269,6 +276,7 @@ type connState struct {
 	consumerGroup string
 	sinkType      string
 	source, sink  Reach
+	store         *Reach
 	lastErr       *TimedError
 	runner        *Runner
 	props         map[string]azeventhubs.PartitionProperties // by partition ID
@@ -317,6 +325,15 @@ func (cs *connState) sinkUnavailable(err error) {
 	cs.set(StateSinkUnavailable)
 }
 func (cs *connState) sinkReached(err error) { cs.reach(&cs.sink, err) }
+
+// storeReached records the outcome of a checkpoint call.
+func (cs *connState) storeReached(err error) {
+	r := &Reach{}
+	cs.reach(r, err)
+	cs.mu.Lock()
+	cs.store = r
+	cs.mu.Unlock()
+}
 
 // run runs attempt until it returns, starting it again each time a
 // Restart cancelled it; ctx bounds the whole.
@@ -382,7 +399,7 @@ func (cs *connState) status() ConnectorStatus {
 	st := ConnectorStatus{
 		Name: cs.name, State: cs.state, Since: cs.since, OwnerID: cs.ownerID,
 		EventHub: cs.eventHub, ConsumerGroup: cs.consumerGroup, SinkType: cs.sinkType,
-		Source: cs.source, Sink: cs.sink, LastError: cs.lastErr, Partitions: []PartitionStatus{},
+		Source: cs.source, Sink: cs.sink, Store: cs.store, LastError: cs.lastErr, Partitions: []PartitionStatus{},
 	}
 	runner := cs.runner
 	props := make(map[string]azeventhubs.PartitionProperties, len(cs.props))

@@ -64,6 +64,8 @@ func TestNotReady(t *testing.T) {
 		{"paused", ConnectorStatus{State: StatePaused, Source: ok, Sink: ok}, ""},
 		{"starting", ConnectorStatus{State: StateStarting, Source: ok}, "starting; sink not reached"},
 		{"sink down", ConnectorStatus{State: StateRunning, Source: ok, Sink: Reach{Error: "dial tcp: connection refused"}}, "sink not reached: dial tcp: connection refused"},
+		{"store down", ConnectorStatus{State: StateRunning, Source: ok, Sink: ok, Store: &Reach{Error: "context deadline exceeded"}}, "checkpoint store not reached: context deadline exceeded"},
+		{"store reached", ConnectorStatus{State: StateRunning, Source: ok, Sink: ok, Store: &ok}, ""},
 		{"failed", ConnectorStatus{State: StateFailed, Source: ok, Sink: ok, LastError: &TimedError{Message: "boom"}}, "failed: boom"},
 	} {
 		if got := tc.st.NotReady(); got != tc.want {
