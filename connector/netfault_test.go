@@ -68,10 +68,10 @@ type pgFaultRun struct {
 	logs  *lockedBuffer
 }
 
-// startPGFault starts one append connector reading a demo of events
+// startPGFault starts, with errors.sink_timeout sinkTimeout, one append connector reading a demo of events
 // events at rate per second from the in-process emulator into a fresh
 // database reached through a fault proxy.
-func startPGFault(t *testing.T, ctx context.Context, events, rate int) *pgFaultRun {
+func startPGFault(t *testing.T, ctx context.Context, events, rate int, sinkTimeout time.Duration) *pgFaultRun {
 	t.Helper()
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	u, err := url.Parse(dsn)
@@ -93,7 +93,7 @@ connectors:
   - name: pg
     source: {connection: emulator, eventhub: orders, batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: 2s, ownership_expiration: ` + faultExpiration.String() + `}}
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
-    errors: {sink_timeout: ` + faultSinkTimeout.String() + `, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 2s}}
+    errors: {sink_timeout: ` + sinkTimeout.String() + `, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 2s}}
     sink:
       type: postgres
       dsn: "` + viaProxy(t, dsn, proxy.Addr()) + `"
@@ -192,6 +192,11 @@ func (r *pgFaultRun) healAndFinish(t *testing.T, ctx context.Context, events int
 //     notices: without it the flush waits forever and the breaker never
 //     opens; without it counting as a failure the breaker stays closed.
 //   - reset: the connections are reset.
+//   - latency (+300ms each way) and a bandwidth limit (64 KiB/s): a slow
+//     path is not a dead one. Events keep being committed, and the
+//     breaker must not open (with a sink timeout above the slowest
+//     healthy flush: at 2s, below the four round trips of a flush at
+//     300ms, no flush would ever finish).
 //   - blackhole mid-transaction: the path dies after the flush's COPY,
 //     before its COMMIT: the server keeps an open transaction holding the
 //     watermark row's lock. The server's idle-in-transaction timeout must
@@ -205,14 +210,40 @@ func TestPostgresNetworkFaults(t *testing.T) {
 	}{
 		{"blackhole", faultproxy.Fault{Blackhole: true}},
 		{"reset", faultproxy.Fault{Reset: true}},
+		{"latency", faultproxy.Fault{Latency: 300 * time.Millisecond}},
+		{"bandwidth", faultproxy.Fault{Bandwidth: 64 << 10}},
 		// the CopyDone message: the rows are sent, COMMIT is not
 		{"blackhole mid-transaction", faultproxy.Fault{BlackholeOn: []byte("c\x00\x00\x00\x04")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()
-			r := startPGFault(t, ctx, events, rate)
+			sinkTimeout := faultSinkTimeout
+			if tc.fault.Latency > 0 || tc.fault.Bandwidth > 0 {
+				// A flush is four round trips (BEGIN with the fence, the
+				// COPY's describe and data, COMMIT): 2.4s at 300ms each
+				// way. The sink timeout must stay above the slowest
+				// healthy flush.
+				sinkTimeout = 10 * time.Second
+			}
+			r := startPGFault(t, ctx, events, rate, sinkTimeout)
 			waitUntil(t, ctx, r.done, "the first commits", func() bool { return r.committed(t) >= 100 })
+			if tc.fault.Latency > 0 || tc.fault.Bandwidth > 0 {
+				before := r.committed(t)
+				start := time.Now()
+				r.proxy.Set(tc.fault)
+				opened := false
+				waitUntil(t, ctx, r.done, "300 more events committed over the slow path", func() bool {
+					opened = opened || r.breakerOpen(t)
+					return r.committed(t) >= before+300
+				})
+				if opened {
+					t.Errorf("the breaker opened on a slow path (%+v)", tc.fault)
+				}
+				t.Logf("%s: 300 events committed in %s, breaker closed", tc.name, time.Since(start).Round(time.Millisecond))
+				r.healAndFinish(t, ctx, events)
+				return
+			}
 			if len(tc.fault.BlackholeOn) == 0 {
 				d := r.detect(t, ctx, tc.fault)
 				t.Logf("%s detected (breaker open, not ready: %q) after %s", tc.name, r.notReady(t), d.Round(time.Millisecond))
