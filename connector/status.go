@@ -478,8 +478,9 @@ type propsReader interface {
 }
 
 // refreshProps reads the properties of the partitions the runner drives,
-// each every interval (and a newly owned one within a second), until ctx
-// ends, so that lag counts events not received yet.
+// each every interval (and a newly owned one within a second; each call
+// bounded by every), until ctx ends, so that lag counts events not
+// received yet.
 func (cs *connState) refreshProps(ctx context.Context, src propsReader, r *Runner, every time.Duration) {
 	t := time.NewTicker(min(every, time.Second))
 	defer t.Stop()
@@ -490,7 +491,13 @@ func (cs *connState) refreshProps(ctx context.Context, src propsReader, r *Runne
 			if at, ok := readAt[ps.id]; ok && now.Sub(at) < every {
 				continue
 			}
-			p, err := src.PartitionProperties(ctx, ps.id)
+			// A call that does not answer before the next one is due is a
+			// failure of the source: over a half-open connection it would
+			// otherwise wait for the AMQP idle timeout (60s) while
+			// readiness stays green.
+			cctx, cancel := context.WithTimeout(ctx, every)
+			p, err := src.PartitionProperties(cctx, ps.id)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					cs.sourceReached(fmt.Errorf("partition %s properties: %w", ps.id, err))
