@@ -200,6 +200,13 @@ func (b *breaker) result(err error) {
 	}
 }
 
+// isClosed reports whether the breaker is closed.
+func (b *breaker) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state == breakerClosed
+}
+
 // calledOff reports that a call let through by acquire was not made (or
 // its outcome says nothing of the sink): a probe that was called off lets
 // the next caller probe.
@@ -235,8 +242,9 @@ func (b *breaker) claimResult(err error) {
 		b.openFor = min(2*b.openFor, b.spec.MaxProbeInterval)
 		b.until = time.Now().Add(b.openFor)
 		b.setLocked(breakerOpen)
+		next := b.openFor
 		b.mu.Unlock()
-		b.log.Warn("circuit breaker open again: the sink failed when a partition was claimed", "next_probe_in", b.openFor, "error", err)
+		b.log.Warn("circuit breaker open again: the sink failed when a partition was claimed", "next_probe_in", next, "error", err)
 		return
 	}
 	b.mu.Unlock()

@@ -388,9 +388,19 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 			w, wm, err = sink.Open(ctx, partition)
 			return err
 		})
-		if ctx.Err() == nil {
+		switch {
+		case err == nil, ctx.Err() == nil:
 			r.brk.claimResult(err)
 			r.sinkCalled(ctx, err)
+		case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+			// The claim's budget (a third of the ownership expiration)
+			// ran out before the sink answered: that is the sink's
+			// failure, not a shutdown, whichever deadline came first.
+			err = sinks.Transient(fmt.Errorf("%w: no answer within the claim's bound: %w", ErrSinkTimeout, err))
+			r.brk.claimResult(err)
+			if f := r.opts.sinkCalled; f != nil {
+				f(err)
+			}
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening the sink for partition %s: %w", partition, err)

@@ -214,6 +214,10 @@ type partitionRun struct {
 	log  *slog.Logger
 	met  *partitionMetrics
 
+	// recvWaitSince is when the receiving goroutine (mayReceive, its only
+	// user) first found the breaker not closed in this outage.
+	recvWaitSince time.Time
+
 	watermark     *sinks.Position // what the sink has committed
 	written       bool            // events written since the last flush
 	unflushed     int             // how many events were written since the last flush
@@ -349,7 +353,14 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 // ErrSinkUnavailable when the breaker stayed open past GiveUpAfter.
 func (pr *partitionRun) mayReceive(ctx context.Context) error {
 	for {
-		if err := pr.r.brk.waitReceive(ctx, time.Now(), pr.r.opts.GiveUpAfter, pr.beat); err != nil {
+		// The give-up clock runs from the first wait of this outage: a
+		// partition that receives nothing goes through here again after
+		// every open period and would otherwise never reach GiveUpAfter,
+		// holding its lease on a replica whose sink is down.
+		if pr.recvWaitSince.IsZero() || pr.r.brk.isClosed() {
+			pr.recvWaitSince = time.Now()
+		}
+		if err := pr.r.brk.waitReceive(ctx, pr.recvWaitSince, pr.r.opts.GiveUpAfter, pr.beat); err != nil {
 			return err
 		}
 		paused, changed := pr.r.opts.pause.state()
