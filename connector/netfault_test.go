@@ -197,9 +197,9 @@ func (r *pgFaultRun) healAndFinish(t *testing.T, ctx context.Context, events int
 //     breaker must not open (with a sink timeout above the slowest
 //     healthy flush: at 2s, below the four round trips of a flush at
 //     300ms, no flush would ever finish).
-//   - blackhole mid-transaction: the path dies after the flush's COPY,
-//     before its COMMIT: the server keeps an open transaction holding the
-//     watermark row's lock. The server's idle-in-transaction timeout must
+//   - blackhole mid-transaction: the path dies once the server has run a
+//     flush's BEGIN and fence and waits in the transaction: the server
+//     keeps an open transaction holding the watermark row's lock. The server's idle-in-transaction timeout must
 //     end it: a second session takes that lock within the ownership
 //     expiration (without the setting, it waits for hours).
 func TestPostgresNetworkFaults(t *testing.T) {
@@ -212,8 +212,12 @@ func TestPostgresNetworkFaults(t *testing.T) {
 		{"reset", faultproxy.Fault{Reset: true}},
 		{"latency", faultproxy.Fault{Latency: 300 * time.Millisecond}},
 		{"bandwidth", faultproxy.Fault{Bandwidth: 64 << 10}},
-		// the CopyDone message: the rows are sent, COMMIT is not
-		{"blackhole mid-transaction", faultproxy.Fault{BlackholeOn: []byte("c\x00\x00\x00\x04")}},
+		// ReadyForQuery with status T: the server has run the flush's
+		// BEGIN and fence (the watermark row is locked) and waits in the
+		// transaction. (A blackhole in the middle of the COPY data would
+		// leave the server reading it, which neither timeout interrupts:
+		// only the server's TCP notices such a client.)
+		{"blackhole mid-transaction", faultproxy.Fault{BlackholeOnReply: []byte("Z\x00\x00\x00\x05T")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -244,7 +248,7 @@ func TestPostgresNetworkFaults(t *testing.T) {
 				r.healAndFinish(t, ctx, events)
 				return
 			}
-			if len(tc.fault.BlackholeOn) == 0 {
+			if len(tc.fault.BlackholeOnReply) == 0 {
 				d := r.detect(t, ctx, tc.fault)
 				t.Logf("%s detected (breaker open, not ready: %q) after %s", tc.name, r.notReady(t), d.Round(time.Millisecond))
 				r.healAndFinish(t, ctx, events)
@@ -255,7 +259,7 @@ func TestPostgresNetworkFaults(t *testing.T) {
 			select {
 			case <-r.proxy.Triggered():
 			case <-ctx.Done():
-				t.Fatal("no flush reached its COPY's end")
+				t.Fatal("no flush opened its transaction")
 			}
 			triggered := time.Since(start)
 			// The orphaned transaction holds the watermark row: a second

@@ -13,7 +13,9 @@
 //     TCP retransmits it after a partition ends.
 //   - BlackholeOn: forward until the client sends a chunk containing the
 //     given bytes (a COMMIT, say), then blackhole from that chunk on: a
-//     partition in the middle of a transaction. A pattern split across
+//     partition in the middle of a transaction. BlackholeOnReply does the
+//     same on what the target sends (PostgreSQL's ReadyForQuery in a
+//     transaction: the server is then idle in it). A pattern split across
 //     two reads is not seen.
 //   - Reset: every open connection is closed with a RST (SO_LINGER 0), and
 //     new ones are reset at once.

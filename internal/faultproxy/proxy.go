@@ -18,6 +18,9 @@ type Fault struct {
 	// BlackholeOn, when not empty, blackholes every connection once a
 	// client sends a chunk holding these bytes (that chunk is held too).
 	BlackholeOn []byte
+	// BlackholeOnReply is BlackholeOn for what the target sends: the
+	// chunk holding these bytes, and everything after it, is held.
+	BlackholeOnReply []byte
 	// Reset closes every connection with a RST, and resets new ones.
 	Reset bool
 	// Latency delays each chunk, in each direction.
@@ -73,7 +76,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Set(f Fault) {
 	p.mu.Lock()
 	p.fault = f
-	if len(f.BlackholeOn) > 0 {
+	if len(f.BlackholeOn) > 0 || len(f.BlackholeOnReply) > 0 {
 		p.triggered = make(chan struct{})
 	}
 	close(p.changed)
@@ -151,7 +154,7 @@ func (p *Proxy) accept() {
 func (p *Proxy) serve(l *link) {
 	defer p.wg.Done()
 	defer p.forget(l)
-	if !p.pass(l, nil) {
+	if !p.pass(l, nil, true) {
 		l.close()
 		return
 	}
@@ -183,7 +186,7 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, fromClient bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
-			if fromClient && !p.pass(l, chunk) || !fromClient && !p.pass(l, nil) {
+			if !p.pass(l, chunk, fromClient) {
 				return
 			}
 			f := p.current()
@@ -198,7 +201,7 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, fromClient bool) {
 			// A close is traffic too: a blackhole holds it, so the other
 			// side sees nothing (a server that ended an orphaned session
 			// is not heard of by the client, nor the other way round).
-			if !p.pass(l, nil) {
+			if !p.pass(l, nil, fromClient) {
 				return
 			}
 			// pass the end on, so a close on one side closes the other
@@ -239,13 +242,18 @@ func (p *Proxy) current() Fault {
 }
 
 // pass blocks while the fault holds traffic back: a blackhole, or a chunk
-// from the client that triggers BlackholeOn. It returns false when the
+// that triggers BlackholeOn (from the client) or BlackholeOnReply (from
+// the target). It returns false when the
 // connection must end instead (a reset, or the proxy closing).
-func (p *Proxy) pass(l *link, chunk []byte) bool {
+func (p *Proxy) pass(l *link, chunk []byte, fromClient bool) bool {
 	for {
 		p.mu.Lock()
 		f, changed, closed := p.fault, p.changed, p.closed
-		if !closed && !f.Blackhole && len(f.BlackholeOn) > 0 && chunk != nil && bytes.Contains(chunk, f.BlackholeOn) {
+		pattern := f.BlackholeOnReply
+		if fromClient {
+			pattern = f.BlackholeOn
+		}
+		if !closed && !f.Blackhole && len(pattern) > 0 && chunk != nil && bytes.Contains(chunk, pattern) {
 			p.fault.Blackhole = true
 			f.Blackhole = true
 			close(p.triggered)

@@ -137,6 +137,24 @@ func TestBlackholeOn(t *testing.T) {
 	}
 }
 
+// TestBlackholeOnReply: the target's chunk holding the pattern is held.
+func TestBlackholeOnReply(t *testing.T) {
+	p := start(t)
+	p.Set(Fault{BlackholeOnReply: []byte("READY")})
+	c := dial(t, p)
+	if err := roundTrip(t, c, "hello", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(t, c, "READY", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the reply with the pattern came through: %v", err)
+	}
+	select {
+	case <-p.Triggered():
+	default:
+		t.Fatal("not triggered by the reply")
+	}
+}
+
 // TestReset: open connections get a RST; new ones too.
 func TestReset(t *testing.T) {
 	p := start(t)
