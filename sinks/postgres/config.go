@@ -95,6 +95,11 @@ type Config struct {
 	// watermark row's lock, and so the partition's next owner, until the
 	// server's TCP notices the dead client (two hours by default). If zero,
 	// 10s; -1s turns it off.
+	//
+	// Both are sent as startup parameters. A pooler that refuses unknown
+	// ones (PgBouncer without ignore_startup_parameters) refuses the
+	// connection: set both to -1s there, and the values on the role
+	// (ALTER ROLE ... SET) instead.
 	IdleInTransactionTimeout time.Duration `yaml:"idle_in_transaction_timeout"`
 }
 
