@@ -2,12 +2,14 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -19,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/internal/secret"
 )
 
@@ -39,12 +42,25 @@ type BlobOptions struct {
 	// missing.
 	Container string
 	// ClientOptions tune the blob client (retries, transport). If nil, the
-	// SDK's defaults apply.
+	// SDK's defaults apply, but for two: the transport dials through
+	// package netdial (keepalives and TCP user timeout, so that a
+	// half-open connection is closed in seconds), and each HTTP try is
+	// bounded by TryTimeout. A Transport or TryTimeout set here is kept.
 	ClientOptions *container.ClientOptions
+	// TryTimeout bounds each HTTP try of the blob client (the SDK retries
+	// a try that timed out): a store that stopped answering fails a call
+	// in seconds, in time for a lease renewal to be tried again before
+	// the lease expires. If zero, DefaultBlobTryTimeout.
+	TryTimeout time.Duration
 	// Logger receives an info log when the container is created. If nil,
 	// logs are discarded.
 	Logger *slog.Logger
 }
+
+// DefaultBlobTryTimeout is BlobOptions.TryTimeout when zero: far above the
+// time a checkpoint or ownership blob takes to write, far below the
+// ownership expiration.
+const DefaultBlobTryTimeout = 5 * time.Second
 
 // BlobStore is the SDK's checkpoints.BlobStore (the blob layout and
 // metadata every Azure SDK reads) with ehsink's checks: SetCheckpoint
@@ -72,6 +88,17 @@ func NewBlobStore(ctx context.Context, opts BlobOptions) (*BlobStore, error) {
 		cc  *container.Client
 		err error
 	)
+	var co container.ClientOptions
+	if opts.ClientOptions != nil {
+		co = *opts.ClientOptions
+	}
+	if co.Transport == nil {
+		co.Transport = netdial.HTTPClient()
+	}
+	if co.Retry.TryTimeout == 0 {
+		co.Retry.TryTimeout = cmp.Or(opts.TryTimeout, DefaultBlobTryTimeout)
+	}
+	opts.ClientOptions = &co
 	switch {
 	case opts.Connection != "" && opts.AccountURL != "":
 		return nil, fmt.Errorf("checkpoint: blob container %s: set a connection string or an account URL, not both", opts.Container)

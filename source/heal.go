@@ -55,6 +55,11 @@ func (s *Source) noteClaims(got []azeventhubs.Ownership) {
 			delete(s.resolved, id)
 		}
 	}
+	for id := range s.renewed {
+		if _, ok := claimed[id]; !ok {
+			delete(s.renewed, id)
+		}
+	}
 	for id := range s.opened {
 		if _, ok := claimed[id]; !ok {
 			gone = append(gone, id)
@@ -139,6 +144,7 @@ func (s *Source) release(ctx context.Context, id string) {
 	s.mu.Lock()
 	o, ok := s.claimed[id]
 	delete(s.claimed, id)
+	delete(s.renewed, id)
 	delete(s.idleSince, id)
 	delete(s.idleRounds, id)
 	delete(s.reported, id)

@@ -90,7 +90,10 @@ func (r *readToEnd) missing() string {
 // on. (The SDK's processor
 // registers a claimed partition before it asks for checkpoints and never
 // forgets it when that fails; a store that returned the error left every
-// partition of the claim owned and unread.)
+// partition of the claim owned and unread.) The watchdog would heal that
+// after the ownership expiration, and the partitions would still be read
+// to their end: so the test also fails on any heal, which is what tells a
+// store that never fails the claim from one whose failure was healed.
 func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
 	ctx := testContext(t)
 	srv, conn := ordersWithDemo(t, ctx, 4, produce.DemoOptions{Count: 400, Keys: 20, Seed: 5})
@@ -101,8 +104,17 @@ func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
 	wm := func(context.Context, string) (*sinks.Position, error) {
 		return &sinks.Position{SequenceNumber: resumeAfter}, nil
 	}
+	var (
+		healMu sync.Mutex
+		heals  []string
+	)
 	opts := source.WithoutClientRetries(source.Options{
 		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy", Watermark: wm,
+		OnHeal: func(reason string) {
+			healMu.Lock()
+			heals = append(heals, reason)
+			healMu.Unlock()
+		},
 	})
 	src := newSource(t, ctx, opts)
 	srv.FailPartitionProperties(12)
@@ -111,6 +123,11 @@ func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	healMu.Lock()
+	if len(heals) > 0 {
+		t.Errorf("the watchdog healed %v: a failed lookup left partitions owned and unread (the claim failed as a whole?)", heals)
+	}
+	healMu.Unlock()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for id, evs := range rec.byPart {

@@ -99,6 +99,13 @@ type Options struct {
 	// InstanceID is this replica's owner ID in the ownership leases and its
 	// receiver name on the service. If empty, a random ID.
 	InstanceID string
+	// HoldClaims, when set, is asked before each ownership claim of the
+	// processor: while it returns true, the source claims no partition it
+	// does not own already (its own leases are still renewed). The
+	// connector holds claims while its sink's circuit breaker is open, so
+	// that a replica that cannot reach its sink leaves the partitions to
+	// one that can, instead of claiming them only to give them up.
+	HoldClaims func() bool
 	// OnHeal, when set, is called once for each heal of the watchdog, with
 	// the reason (healUnread, healSilent, HealProcessorFailed), for metrics.
 	OnHeal func(reason string)

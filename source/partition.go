@@ -61,6 +61,19 @@ func (p *Partition) Heartbeat() { p.beat.Store(time.Now().UnixNano()) }
 
 func (p *Partition) lastBeat() time.Time { return time.Unix(0, p.beat.Load()) }
 
+// LeaseExpiry returns when the partition's ownership lease runs out unless
+// it is renewed again: the ownership expiration after the last successful
+// renewal was sent (a lower bound on the store's own clock). A handler
+// stops committing before then when the store cannot be reached to renew
+// it: after that instant another replica may own the partition. ok is
+// false when no renewal was recorded. Safe for concurrent use.
+func (p *Partition) LeaseExpiry() (at time.Time, ok bool) {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	sent, ok := p.s.renewed[p.id]
+	return sent.Add(p.s.opts.OwnershipExpiration), ok
+}
+
 // beatWhile heartbeats until the returned function is called.
 func (p *Partition) beatWhile() (stop func()) {
 	done := make(chan struct{})

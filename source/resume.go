@@ -97,15 +97,65 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 		defer cancel()
 		got, err = r.CheckpointStore.ClaimOwnership(rctx, owns, opts)
 	default:
+		if owns = r.s.holdClaims(owns); len(owns) == 0 {
+			return nil, nil
+		}
+		// The lease of what comes back runs from the first attempt's
+		// send at the latest; an attempt that hangs is bounded so that a
+		// renewal is tried again before the lease runs out.
+		sent := time.Now()
 		got, err = retryStore(ctx, r.s, "claim ownership", func() ([]azeventhubs.Ownership, error) {
-			return r.CheckpointStore.ClaimOwnership(ctx, owns, opts)
+			actx, cancel := context.WithTimeout(ctx, r.s.opts.UpdateInterval)
+			defer cancel()
+			return r.CheckpointStore.ClaimOwnership(actx, owns, opts)
 		})
+		if err == nil {
+			r.s.noteRenewed(got, sent)
+		}
 	}
 	if err != nil {
 		return got, err
 	}
 	r.s.noteClaims(got)
 	return got, nil
+}
+
+// holdClaims drops from owns the partitions this replica does not own
+// already while Options.HoldClaims says so: the renewals go on.
+func (s *Source) holdClaims(owns []azeventhubs.Ownership) []azeventhubs.Ownership {
+	if s.opts.HoldClaims == nil || !s.opts.HoldClaims() {
+		return owns
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := owns[:0:0]
+	var held []string
+	for _, o := range owns {
+		if _, ok := s.claimed[o.PartitionID]; ok {
+			kept = append(kept, o)
+		} else {
+			held = append(held, o.PartitionID)
+		}
+	}
+	if len(held) > 0 {
+		s.log.Info("not claiming partitions while the sink is unavailable", "partitions", held)
+	}
+	return kept
+}
+
+// noteRenewed records sent as the time the leases of this replica in got
+// were last renewed.
+func (s *Source) noteRenewed(got []azeventhubs.Ownership, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.renewed == nil {
+		s.renewed = map[string]time.Time{}
+	}
+	for _, o := range got {
+		if o.OwnerID == s.owner {
+			s.renewed[o.PartitionID] = sent
+		}
+	}
 }
 
 // releasesAll reports whether owns gives every listed lease up (the

@@ -54,6 +54,7 @@ type Source struct {
 	reported   map[string]bool                    // stalls already reported, until the partition runs again
 	starts     map[string]azeventhubs.Checkpoint  // the checkpoints last handed to the processor (connections.go)
 	opened     map[string]opened                  // what Options.Claim opened for claimed partitions, until a handler takes it
+	renewed    map[string]time.Time               // when the last successful claim or renewal of each claimed partition was sent
 
 	// test seams (export_test.go): fail the next n checkpoint listings, and
 	// let the processor see the error (as before the store shielded it).

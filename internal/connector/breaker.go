@@ -166,7 +166,8 @@ func (b *breaker) result(err error) {
 			b.setLocked(breakerClosed)
 			b.log.Info("circuit breaker closed: the sink answers again")
 		}
-	case b.state == breakerHalfOpen && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case b.state == breakerHalfOpen && !errors.Is(err, ErrSinkTimeout) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		// the probe was called off, not answered: the next caller probes
 		b.until = time.Now()
 		b.setLocked(breakerOpen)
@@ -184,7 +185,11 @@ func (b *breaker) result(err error) {
 	case b.state == breakerClosed:
 		b.lastErr = err
 		b.failures++
-		if b.failures >= b.spec.Failures {
+		// A call that had no answer for the whole sink timeout already
+		// waited longer than Failures quick refusals take: the sink is
+		// not answering, and every other partition's call would wait as
+		// long. It opens the breaker on its own.
+		if b.failures >= b.spec.Failures || errors.Is(err, ErrSinkTimeout) {
 			b.outageSince = time.Now()
 			b.openFor = b.spec.ProbeInterval
 			b.until = time.Now().Add(b.openFor)
@@ -193,6 +198,57 @@ func (b *breaker) result(err error) {
 				"failures", b.failures, "next_probe_in", b.openFor, "error", err)
 		}
 	}
+}
+
+// isClosed reports whether the breaker is closed.
+func (b *breaker) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state == breakerClosed
+}
+
+// calledOff reports that a call let through by acquire was not made (or
+// its outcome says nothing of the sink): a probe that was called off lets
+// the next caller probe.
+func (b *breaker) calledOff() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == breakerHalfOpen {
+		b.until = time.Now()
+		b.setLocked(breakerOpen)
+	}
+}
+
+// holdingClaims reports whether the connector should claim no new
+// partition: the breaker is open and its open period runs, or a probe is
+// out. Once the period is over, a claim may go ahead: its sink Open is the
+// probe (claimResult).
+func (b *breaker) holdingClaims() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state == breakerHalfOpen || (b.state == breakerOpen && time.Now().Before(b.until))
+}
+
+// claimResult records the outcome of the sink Open a partition's claim
+// made outside acquire. While the breaker is open that Open is a probe:
+// its success closes the breaker, and a transient failure opens it again
+// for twice as long, so that a replica whose sink is down tries one claim
+// per open period rather than one per load-balancing round. Otherwise it
+// counts as any sink call.
+func (b *breaker) claimResult(err error) {
+	b.mu.Lock()
+	if b.state == breakerOpen && err != nil && sinks.IsTransient(err) {
+		b.lastErr = err
+		b.openFor = min(2*b.openFor, b.spec.MaxProbeInterval)
+		b.until = time.Now().Add(b.openFor)
+		b.setLocked(breakerOpen)
+		next := b.openFor
+		b.mu.Unlock()
+		b.log.Warn("circuit breaker open again: the sink failed when a partition was claimed", "next_probe_in", next, "error", err)
+		return
+	}
+	b.mu.Unlock()
+	b.result(err)
 }
 
 // lastError returns the last transient failure the breaker counted.

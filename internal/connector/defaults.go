@@ -26,6 +26,7 @@ const (
 	defaultBreakerFailures    = 5
 	defaultProbeInterval      = time.Second
 	defaultMaxProbeInterval   = time.Minute
+	defaultSinkTimeout        = 15 * time.Second
 	defaultDeadLetterRoot     = ".ehsink/dead-letters"
 	defaultHTTPListen         = "127.0.0.1:9464"
 	defaultLagInterval        = 10 * time.Second
@@ -123,6 +124,9 @@ func (s *Spec) withDefaults() {
 		e.Tolerance = defaultTolerance
 	}
 	e.CircuitBreaker = e.CircuitBreaker.withDefaults()
+	if e.SinkTimeout == 0 {
+		e.SinkTimeout = defaultSinkTimeout
+	}
 	if e.DeadLetter.Dir == "" && s.Name != "" {
 		e.DeadLetter.Dir = filepath.Join(defaultDeadLetterRoot, s.Name)
 	}

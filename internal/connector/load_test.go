@@ -220,9 +220,10 @@ connectors:
     source: {connection: emulator, eventhub: orders}
     sink: {type: fake, table: t}
 `, map[string]string{"connectors[0].source.connection": "needs an emulator: block"}},
-		{"circuit breaker", strings.Replace(minimal, "    sink:", "    errors: {circuit_breaker: {failures: -1, probe_interval: 5s, max_probe_interval: 1s}}\n    sink:", 1), map[string]string{
+		{"circuit breaker", strings.Replace(minimal, "    sink:", "    errors: {sink_timeout: -1s, circuit_breaker: {failures: -1, probe_interval: 5s, max_probe_interval: 1s}}\n    sink:", 1), map[string]string{
 			"connectors[0].errors.circuit_breaker.failures":           "must not be negative",
 			"connectors[0].errors.circuit_breaker.max_probe_interval": "less than probe_interval",
+			"connectors[0].errors.sink_timeout":                       "must be positive",
 		}},
 		{"emulator hub unknown", strings.Replace(minimal, "eventhub: orders", "eventhub: nope", 1),
 			map[string]string{"connectors[0].source.eventhub": `"nope" is not a hub of the emulator (hubs: orders)`}},
@@ -348,6 +349,9 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	}
 	if cp := c2.Connectors[0].Checkpoint; cp.EveryEvents != 1 || cp.EveryInterval != time.Second {
 		t.Errorf("checkpoint policy with every_events: 1: every %s or %d events, want every event or 1s", cp.EveryInterval, cp.EveryEvents)
+	}
+	if s.Errors.SinkTimeout != 15*time.Second {
+		t.Errorf("errors.sink_timeout = %s, want 15s by default", s.Errors.SinkTimeout)
 	}
 	if c.DrainTimeout != 30*time.Second || !reflect.DeepEqual(c.Emulator.Hubs, map[string]int{"orders": 4}) {
 		t.Errorf("drain %s, hubs %v", c.DrainTimeout, c.Emulator.Hubs)

@@ -203,10 +203,12 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		CheckpointEveryEvents:   spec.Checkpoint.EveryEvents,
 		CheckpointEveryInterval: spec.Checkpoint.EveryInterval,
 		DrainTimeout:            cfg.DrainTimeout,
+		SinkTimeout:             spec.Errors.SinkTimeout,
 		Logger:                  log,
 		Metrics:                 met,
 		pause:                   cs.gate,
 		sinkCalled:              cs.sinkReached,
+		storeCalled:             cs.storeReached,
 	})
 	if err != nil {
 		return fail("runner", err)
@@ -215,6 +217,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	srcOpts.Connection, srcOpts.Namespace, srcOpts.EventHub = conn, spec.Source.Namespace, spec.Source.EventHub
 	srcOpts.Store = store
 	srcOpts.Claim = claimWriter(runner, sink)
+	srcOpts.HoldClaims = runner.brk.holdingClaims
 	srcOpts.OnHeal = func(reason string) { met.healed(spec.Name, reason) }
 	srcOpts.Logger = log
 	if conn == "" {
@@ -349,6 +352,10 @@ func (a partitionAdapter) TakeWriter() (sinks.Writer, *sinks.Position, bool) {
 	return w, wm, true
 }
 
+// LeaseExpiry is the source's: when the partition's lease runs out unless
+// renewed.
+func (a partitionAdapter) LeaseExpiry() (time.Time, bool) { return a.p.LeaseExpiry() }
+
 // StoredCheckpoint is the source's: the checkpoint stored at the claim.
 func (a partitionAdapter) StoredCheckpoint() (int64, bool) { return a.p.StoredCheckpoint() }
 
@@ -378,7 +385,29 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 		if wm, ok := r.Watermark(partition); ok {
 			return wm, nil, nil
 		}
-		w, wm, err := sink.Open(ctx, partition)
+		var (
+			w   sinks.Writer
+			wm  *sinks.Position
+			err error
+		)
+		err = r.callSink(ctx, func(ctx context.Context) error {
+			w, wm, err = sink.Open(ctx, partition)
+			return err
+		})
+		switch {
+		case err == nil, ctx.Err() == nil:
+			r.brk.claimResult(err)
+			r.sinkCalled(ctx, err)
+		case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+			// The claim's budget (a third of the ownership expiration)
+			// ran out before the sink answered: that is the sink's
+			// failure, not a shutdown, whichever deadline came first.
+			err = sinks.Transient(fmt.Errorf("%w: no answer within the claim's bound: %w", ErrSinkTimeout, err))
+			r.brk.claimResult(err)
+			if f := r.opts.sinkCalled; f != nil {
+				f(err)
+			}
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening the sink for partition %s: %w", partition, err)
 		}

@@ -29,6 +29,12 @@ var ErrOwnershipLost = source.ErrOwnershipLost
 // go to a replica whose sink answers.
 var ErrSinkUnavailable = errors.New("sink unavailable")
 
+// ErrSinkTimeout is matched (errors.Is) by the error of a sink call that
+// did not return within RunnerOptions.SinkTimeout: the sink stopped
+// answering (a half-open connection, a stuck server). Such an error is
+// marked transient (sinks.IsTransient).
+var ErrSinkTimeout = errors.New("sink call timed out")
+
 // ErrDrainIncomplete is matched (errors.Is) by the error of a partition
 // whose drain did not finish: what it held was not committed, or its final
 // checkpoint was not written, within the drain timeout. Nothing is lost (the
@@ -65,6 +71,15 @@ type writerTaker interface {
 // watermark found past it at open, without waiting for new events.
 type storedCheckpointer interface {
 	StoredCheckpoint() (seq int64, ok bool)
+}
+
+// leaseHolder is implemented by a Partition that knows when its ownership
+// lease runs out unless renewed (the source's). The runner starts no
+// commit that could end after it: past that instant another replica may
+// own the partition, and the fence, not the lease, would be all that
+// keeps the two apart.
+type leaseHolder interface {
+	LeaseExpiry() (at time.Time, ok bool)
 }
 
 // RunnerOptions configure a Runner. The zero value of every field but Sink
@@ -109,6 +124,12 @@ type RunnerOptions struct {
 	// DrainTimeout bounds the final flush and checkpoint after ctx is
 	// cancelled. If zero, 30s.
 	DrainTimeout time.Duration
+	// SinkTimeout, if not zero, bounds each sink call (Open, Write, Flush,
+	// DeadLetter). A call that runs out of it (not out of the partition's
+	// own ctx) fails with an error matching ErrSinkTimeout, marked
+	// transient: it is retried, counted by the circuit breaker and passed
+	// to readiness like any other transient sink failure.
+	SinkTimeout time.Duration
 	// Logger receives the runner's logs; give it the connector's name as an
 	// attribute. If nil, logs are discarded.
 	Logger *slog.Logger
@@ -121,6 +142,10 @@ type RunnerOptions struct {
 	// sinkCalled, when set, receives the outcome of every sink call, so
 	// that readiness follows the sink.
 	sinkCalled func(error)
+	// storeCalled, when set, receives the outcome of every checkpoint
+	// call that was not cut short by the partition's ctx or refused for a
+	// lost ownership, so that readiness follows the checkpoint store.
+	storeCalled func(error)
 }
 
 // DeadLetterStore keeps dead letters durably. Store must have made the
@@ -194,6 +219,10 @@ type partitionRun struct {
 	beat func() // the partition's heartbeat, or nil
 	log  *slog.Logger
 	met  *partitionMetrics
+
+	// recvWaitSince is when the receiving goroutine (mayReceive, its only
+	// user) first found the breaker not closed in this outage.
+	recvWaitSince time.Time
 
 	watermark     *sinks.Position // what the sink has committed
 	written       bool            // events written since the last flush
@@ -320,6 +349,11 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 				log.Warn("another writer committed this partition; giving it up", "error", err)
 				return nil
 			}
+			if errors.Is(err, ErrOwnershipLost) && ctx.Err() == nil {
+				// checkLease: the lease was not renewed in time
+				log.Warn("partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
+				return err
+			}
 			if ctx.Err() != nil {
 				return pr.drain(ctx, nil)
 			}
@@ -333,7 +367,14 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 // ErrSinkUnavailable when the breaker stayed open past GiveUpAfter.
 func (pr *partitionRun) mayReceive(ctx context.Context) error {
 	for {
-		if err := pr.r.brk.waitReceive(ctx, time.Now(), pr.r.opts.GiveUpAfter, pr.beat); err != nil {
+		// The give-up clock runs from the first wait of this outage: a
+		// partition that receives nothing goes through here again after
+		// every open period and would otherwise never reach GiveUpAfter,
+		// holding its lease on a replica whose sink is down.
+		if pr.recvWaitSince.IsZero() || pr.r.brk.isClosed() {
+			pr.recvWaitSince = time.Now()
+		}
+		if err := pr.r.brk.waitReceive(ctx, pr.recvWaitSince, pr.r.opts.GiveUpAfter, pr.beat); err != nil {
 			return err
 		}
 		paused, changed := pr.r.opts.pause.state()
@@ -655,6 +696,9 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	// rounds are bounded by what was written.
 	for round := 0; ; round++ {
 		err := r.retry(ctx, "flush", pr.beat, func(ctx context.Context) error {
+			if err := pr.checkLease(); err != nil {
+				return err
+			}
 			var err error
 			wm, err = pr.p.Flush(ctx)
 			return err
@@ -696,6 +740,32 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	pr.wmMu.Unlock()
 	pr.unflushed = 0
 	pr.advanceDropped()
+	return nil
+}
+
+// checkLease returns an error matching ErrOwnershipLost when the
+// partition's lease runs out within the time a commit may take (the sink
+// timeout, at most a quarter of GiveUpAfter, the ownership expiration):
+// the store has not renewed it (Blob unreachable), and a commit now could
+// land after another replica took the partition. The runner then abandons
+// what it holds, as on a lost partition; the next owner replays it.
+func (pr *partitionRun) checkLease() error {
+	lh, ok := pr.src.(leaseHolder)
+	if !ok {
+		return nil
+	}
+	at, ok := lh.LeaseExpiry()
+	if !ok {
+		return nil
+	}
+	margin := pr.r.opts.SinkTimeout
+	if g := pr.r.opts.GiveUpAfter / 4; g > 0 && (margin <= 0 || g < margin) {
+		margin = g
+	}
+	if left := time.Until(at); left < margin {
+		return fmt.Errorf("%w: the partition's lease was not renewed and runs out in %s (at %s), less than a commit may take (%s): not committing",
+			ErrOwnershipLost, left.Round(time.Millisecond), at.Format(time.RFC3339Nano), margin)
+	}
 	return nil
 }
 
@@ -742,7 +812,11 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 	if pos == nil {
 		return nil
 	}
-	if err := pr.callStore(ctx, func(ctx context.Context) error { return pr.src.Checkpoint(ctx, *pos) }); err != nil {
+	err := pr.callStore(ctx, func(ctx context.Context) error { return pr.src.Checkpoint(ctx, *pos) })
+	if f := pr.r.opts.storeCalled; f != nil && ctx.Err() == nil && !errors.Is(err, ErrOwnershipLost) {
+		f(err)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -770,14 +844,22 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 
 // checkpointTimeout bounds one checkpoint attempt. The store's client
 // retries on its own; a store that does not answer within this fails the
-// attempt, which is retried later, instead of holding the partition.
-const checkpointTimeout = time.Minute
+// attempt, which is retried later, instead of holding the partition. With
+// an ownership expiration (GiveUpAfter) it is half of it: a store that
+// does not answer for that long is not renewing the partition's lease
+// either, and the partition must not sit in one call past its lease.
+func (r *Runner) checkpointTimeout() time.Duration {
+	if r.opts.GiveUpAfter > 0 {
+		return min(time.Minute, r.opts.GiveUpAfter/2)
+	}
+	return time.Minute
+}
 
 // callStore runs fn, a checkpoint-store call, within checkpointTimeout and
 // heartbeating meanwhile: the partition is working, not stuck, while the
 // store's client retries, so the source's watchdog must not reopen it.
 func (pr *partitionRun) callStore(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	ctx, cancel := context.WithTimeout(ctx, pr.r.checkpointTimeout())
 	defer cancel()
 	if pr.beat == nil {
 		return fn(ctx)
@@ -828,6 +910,10 @@ func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 				pr.log.Warn("another writer committed this partition; not checkpointing", "error", err)
 				return nil
 			}
+			if errors.Is(err, ErrOwnershipLost) {
+				pr.log.Warn("the partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
+				return nil
+			}
 			return pr.r.errorf(pr.src, "%w: %d events after seq %s not committed (drain timeout %s): %v",
 				ErrDrainIncomplete, pr.unflushed, posText(pr.watermark), pr.r.opts.DrainTimeout, err)
 		}
@@ -873,7 +959,12 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 			}
 			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", werr, last)
 		}
-		err := fn(ctx)
+		err := r.callSink(ctx, fn)
+		if errors.Is(err, ErrOwnershipLost) {
+			// refused before the sink was called (checkLease)
+			r.brk.calledOff()
+			return err
+		}
 		last = err
 		if what != opWrite || err != nil {
 			r.brk.result(err)
@@ -893,6 +984,25 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 		}
 		backoff = min(backoff*2, r.opts.Retry.MaxBackoff)
 	}
+}
+
+// callSink runs fn, one sink call, within SinkTimeout. A call that ran out
+// of that deadline while ctx (the partition's) is alive is the sink's
+// failure, not a cancellation: it comes back marked transient, so that it
+// is retried and counts for the breaker and readiness. The sink cannot
+// tell the two apart (both are context.DeadlineExceeded to it); the
+// runner, which set the deadline, can.
+func (r *Runner) callSink(ctx context.Context, fn func(context.Context) error) error {
+	if r.opts.SinkTimeout <= 0 {
+		return fn(ctx)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, r.opts.SinkTimeout, ErrSinkTimeout)
+	defer cancel()
+	err := fn(cctx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), ErrSinkTimeout) {
+		return sinks.Transient(fmt.Errorf("%w: no answer within %s (errors.sink_timeout): %w", ErrSinkTimeout, r.opts.SinkTimeout, err))
+	}
+	return err
 }
 
 // opWrite names the sink's Write in retries and metrics.

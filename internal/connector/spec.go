@@ -233,6 +233,13 @@ type ErrorsSpec struct {
 	DeadLetter DeadLetterSpec `yaml:"dead_letter"`
 	// CircuitBreaker stops the connector from receiving while its sink fails.
 	CircuitBreaker CircuitBreakerSpec `yaml:"circuit_breaker"`
+	// SinkTimeout bounds each sink call (open, write, flush, dead-letter).
+	// A call that runs out of it is a transient sink failure: retried,
+	// counted by the circuit breaker, reported by readiness. It is what
+	// notices a sink that stopped answering without closing the connection
+	// (a half-open connection, a stuck server). Keep it above the slowest
+	// healthy flush. If zero, 15s.
+	SinkTimeout time.Duration `yaml:"sink_timeout"`
 }
 
 // CircuitBreakerSpec configures a connector's circuit breaker on sink

@@ -50,6 +50,10 @@ type ConnectorStatus struct {
 	// last call.
 	Source Reach `json:"source"`
 	Sink   Reach `json:"sink"` // see Source
+	// Store says whether the last checkpoint the connector wrote reached
+	// the checkpoint store; nil before the first one. A store that does
+	// not answer cannot renew the leases either.
+	Store *Reach `json:"store,omitempty"`
 	// Partitions are those this process owns now, by ID.
 	Partitions []PartitionStatus `json:"partitions"`
 	// LastError is the connector's last failure, if any.
@@ -128,6 +132,9 @@ func (s ConnectorStatus) NotReady() string {
 		why = append(why, "sink not tried yet")
 	default:
 		why = append(why, "sink not reached"+suffix(s.Sink.Error))
+	}
+	if s.Store != nil && !s.Store.OK {
+		why = append(why, "checkpoint store not reached"+suffix(s.Store.Error))
 	}
 	return strings.Join(why, "; ")
 }
@@ -280,6 +287,7 @@ type connState struct {
 	consumerGroup string
 	sinkType      string
 	source, sink  Reach
+	store         *Reach
 	lastErr       *TimedError
 	runner        *Runner
 	props         map[string]azeventhubs.PartitionProperties // by partition ID
@@ -328,6 +336,15 @@ func (cs *connState) sinkUnavailable(err error) {
 	cs.set(StateSinkUnavailable)
 }
 func (cs *connState) sinkReached(err error) { cs.reach(&cs.sink, err) }
+
+// storeReached records the outcome of a checkpoint call.
+func (cs *connState) storeReached(err error) {
+	r := &Reach{}
+	cs.reach(r, err)
+	cs.mu.Lock()
+	cs.store = r
+	cs.mu.Unlock()
+}
 
 // run runs attempt until it returns, starting it again each time a
 // Restart cancelled it; ctx bounds the whole.
@@ -393,7 +410,7 @@ func (cs *connState) status() ConnectorStatus {
 	st := ConnectorStatus{
 		Name: cs.name, State: cs.state, Since: cs.since, OwnerID: cs.ownerID,
 		EventHub: cs.eventHub, ConsumerGroup: cs.consumerGroup, SinkType: cs.sinkType,
-		Source: cs.source, Sink: cs.sink, LastError: cs.lastErr, Partitions: []PartitionStatus{},
+		Source: cs.source, Sink: cs.sink, Store: cs.store, LastError: cs.lastErr, Partitions: []PartitionStatus{},
 	}
 	runner := cs.runner
 	props := make(map[string]azeventhubs.PartitionProperties, len(cs.props))
@@ -472,8 +489,9 @@ type propsReader interface {
 }
 
 // refreshProps reads the properties of the partitions the runner drives,
-// each every interval (and a newly owned one within a second), until ctx
-// ends, so that lag counts events not received yet.
+// each every interval (and a newly owned one within a second; each call
+// bounded by every), until ctx ends, so that lag counts events not
+// received yet.
 func (cs *connState) refreshProps(ctx context.Context, src propsReader, r *Runner, every time.Duration) {
 	t := time.NewTicker(min(every, time.Second))
 	defer t.Stop()
@@ -484,7 +502,13 @@ func (cs *connState) refreshProps(ctx context.Context, src propsReader, r *Runne
 			if at, ok := readAt[ps.id]; ok && now.Sub(at) < every {
 				continue
 			}
-			p, err := src.PartitionProperties(ctx, ps.id)
+			// A call that does not answer before the next one is due is a
+			// failure of the source: over a half-open connection it would
+			// otherwise wait for the AMQP idle timeout (60s) while
+			// readiness stays green.
+			cctx, cancel := context.WithTimeout(ctx, every)
+			p, err := src.PartitionProperties(cctx, ps.id)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					cs.sourceReached(fmt.Errorf("partition %s properties: %w", ps.id, err))

@@ -71,6 +71,8 @@ func TestNotReady(t *testing.T) {
 			"sink_unavailable; source not tried yet; sink not reached: dial tcp: connection refused"},
 		{"source down", ConnectorStatus{State: StateStarting, Source: Reach{Error: "amqp: link detached", At: at}, Sink: ok},
 			"starting; source not reached: amqp: link detached"},
+		{"store down", ConnectorStatus{State: StateRunning, Source: ok, Sink: ok, Store: &Reach{Error: "context deadline exceeded"}}, "checkpoint store not reached: context deadline exceeded"},
+		{"store reached", ConnectorStatus{State: StateRunning, Source: ok, Sink: ok, Store: &ok}, ""},
 		{"failed", ConnectorStatus{State: StateFailed, Source: ok, Sink: ok, LastError: &TimedError{Message: "boom"}}, "failed: boom"},
 	} {
 		if got := tc.st.NotReady(); got != tc.want {

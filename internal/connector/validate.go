@@ -245,6 +245,9 @@ func (e *ErrorsSpec) validate(path string, p *problems) {
 		p.add(path+".circuit_breaker.failures", "must not be negative, got %d", b.Failures)
 	}
 	checkBackoff(p, path+".circuit_breaker", "probe_interval", b.ProbeInterval, "max_probe_interval", b.MaxProbeInterval)
+	if e.SinkTimeout < 0 {
+		p.add(path+".sink_timeout", "must be positive, got %s", e.SinkTimeout)
+	}
 }
 
 // checkBackoff checks a first wait and its cap: both positive, the cap not

@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -57,7 +58,11 @@ func newBlobStore(ctx context.Context, client *container.Client, name, spoolDir 
 
 // newBlobClient builds the container client from a storage connection string.
 func newBlobClient(connection, containerName string) (*container.Client, error) {
-	svc, err := azblob.NewClientFromConnectionString(connection, nil)
+	// The transport closes a half-open connection in seconds (package
+	// netdial); the writer's calls carry the runner's deadline.
+	opts := &azblob.ClientOptions{}
+	opts.Transport = netdial.HTTPClient()
+	svc, err := azblob.NewClientFromConnectionString(connection, opts)
 	if err != nil {
 		// The SDK's message may quote the connection string; do not wrap it.
 		return nil, errors.New("invalid storage connection string")

@@ -82,7 +82,33 @@ type sinkConfig struct {
 	// row back. Keep it at least the event hub's retention. If zero, 168h
 	// (the longest retention of the Standard tier).
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
+	// StatementTimeout is the sink sessions' statement_timeout: the server
+	// cancels a statement that runs longer (SQLSTATE 57014, retried). If
+	// zero, 10s; -1s turns it off (the server's own setting applies).
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	// IdleInTransactionTimeout is the sink sessions'
+	// idle_in_transaction_session_timeout: the server ends a session that
+	// sits in an open transaction for longer, rolling it back and freeing
+	// its locks. A flush sends its statements back to back, so only a
+	// client that stopped answering (a half-open connection, a crashed
+	// process) reaches it; without it, the orphaned transaction holds the
+	// watermark row's lock, and so the partition's next owner, until the
+	// server's TCP notices the dead client (two hours by default). If zero,
+	// 10s; -1s turns it off.
+	//
+	// Both are sent as startup parameters. A pooler that refuses unknown
+	// ones (PgBouncer without ignore_startup_parameters) refuses the
+	// connection: set both to -1s there, and the values on the role
+	// (ALTER ROLE ... SET) instead.
+	IdleInTransactionTimeout time.Duration `yaml:"idle_in_transaction_timeout"`
 }
+
+// Defaults of the server-side timeouts (Config.StatementTimeout and
+// Config.IdleInTransactionTimeout).
+const (
+	defaultStatementTimeout         = 10 * time.Second
+	defaultIdleInTransactionTimeout = 10 * time.Second
+)
 
 // defaultTombstoneRetention is the tombstone retention when
 // Config.TombstoneRetention is zero.
@@ -166,6 +192,12 @@ func (c sinkConfig) withDefaults() sinkConfig {
 	if c.TombstoneRetention == 0 {
 		c.TombstoneRetention = defaultTombstoneRetention
 	}
+	if c.StatementTimeout == 0 {
+		c.StatementTimeout = defaultStatementTimeout
+	}
+	if c.IdleInTransactionTimeout == 0 {
+		c.IdleInTransactionTimeout = defaultIdleInTransactionTimeout
+	}
 	return c
 }
 
@@ -221,6 +253,17 @@ func (c *sinkConfig) Validate() error {
 	}
 	if d.TombstoneRetention < 0 {
 		fe("tombstone_retention", errors.New("must not be negative"))
+	}
+	for _, t := range []struct {
+		field string
+		d     time.Duration
+	}{{"statement_timeout", d.StatementTimeout}, {"idle_in_transaction_timeout", d.IdleInTransactionTimeout}} {
+		switch {
+		case t.d < 0 && t.d != -time.Second:
+			fe(t.field, fmt.Errorf("%s: want a positive duration, or -1s for the server's setting", t.d))
+		case t.d > 0 && t.d < time.Millisecond:
+			fe(t.field, fmt.Errorf("%s: below the server's resolution of 1ms", t.d))
+		}
 	}
 	d.validateDeletes(fe)
 	return errors.Join(errs...)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/internal/table/mapping"
@@ -183,6 +185,7 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 		return nil, fmt.Errorf("postgres: connector %q: dsn: not a valid connection string", info.Connector)
 	}
 	cc := pc.ConnConfig
+	sessionTimeouts(cc, c)
 	// The schema is prepared on a connection of its own first.
 	if err := s.prepare(ctx, cc.Copy()); err != nil {
 		return nil, err
@@ -196,6 +199,32 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 		return nil, fmt.Errorf("postgres: connector %q: pool: %w", info.Connector, classify(err))
 	}
 	return s, nil
+}
+
+// sessionTimeouts bounds what a dead path costs the sink's connections:
+// the dialer's keepalive and TCP user timeout close a half-open connection
+// in seconds (package netdial); the connect timeout bounds a dial into a
+// blackhole (the DSN's connect_timeout, when given, wins); and the session
+// timeouts make the server itself end a statement or an open transaction
+// whose client went silent, freeing its locks for the partition's next
+// owner. A session parameter the DSN sets (options=-c...) is kept.
+func sessionTimeouts(cc *pgx.ConnConfig, c sinkConfig) {
+	cc.DialFunc = netdial.Dialer().DialContext
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = netdial.ConnectTimeout
+	}
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	for name, d := range map[string]time.Duration{
+		"statement_timeout":                   c.StatementTimeout,
+		"idle_in_transaction_session_timeout": c.IdleInTransactionTimeout,
+	} {
+		if _, set := cc.RuntimeParams[name]; set || d <= 0 {
+			continue
+		}
+		cc.RuntimeParams[name] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
 }
 
 // compileRoute compiles one route; a route without placeholders gets its

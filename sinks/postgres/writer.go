@@ -664,6 +664,9 @@ func (d *deadSource) Values() ([]any, error) {
 }
 func (d *deadSource) Err() error { return nil }
 
+// closeTimeout bounds closing a connection after a failure.
+const closeTimeout = time.Second
+
 // acquire takes a pool connection for one transaction. release gives it
 // back; after a failure it closes the connection first: after a failed COPY
 // or COMMIT its state is not worth trusting, and a new one is cheap next to
@@ -676,7 +679,11 @@ func (s *sink) acquire(ctx context.Context) (conn *pgx.Conn, release func(failed
 	conn = pooled.Conn()
 	return conn, func(failed bool) {
 		if failed {
-			conn.Close(context.WithoutCancel(ctx))
+			// Bounded: the Terminate message of a connection whose path
+			// is gone must not hold the partition.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			conn.Close(cctx)
+			cancel()
 		}
 		pooled.Release()
 	}, nil

@@ -1,0 +1,111 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+// leasedPartition is an endless partition whose lease expiry the test
+// moves: it stays where the last renewal put it.
+type leasedPartition struct {
+	*memPartition
+	expiry atomic.Int64 // unix nanoseconds
+	seq    int64
+}
+
+func (p *leasedPartition) Receive(ctx context.Context) ([]sinks.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.seq += 5
+	return sinktest.Events(p.id, p.seq-5, p.seq-1), nil
+}
+
+func (p *leasedPartition) LeaseExpiry() (time.Time, bool) {
+	return time.Unix(0, p.expiry.Load()), true
+}
+
+// TestRunnerStopsCommittingBeforeLeaseRunsOut: the store stops renewing
+// the partition's lease (Blob unreachable) after the first commits. The
+// runner must commit nothing whose commit could end after the lease runs
+// out: the partition ends matching ErrOwnershipLost, what it held is
+// abandoned, and every commit happened while the lease had at least the
+// margin left. Without the check it keeps committing on an expired lease.
+func TestRunnerStopsCommittingBeforeLeaseRunsOut(t *testing.T) {
+	mem := sinktest.NewMemory()
+	const expiration = 2 * time.Second
+	var (
+		p         *leasedPartition
+		commits   atomic.Int32
+		lateAfter atomic.Int64 // commits made with less than the margin left
+	)
+	mem.SetFault(func(at sinktest.FaultPoint, _ string) error {
+		if at != sinktest.BeforeCommit {
+			return nil
+		}
+		if n := commits.Add(1); n == 3 {
+			// the last renewal: the lease now runs out in one expiration
+			p.expiry.Store(time.Now().Add(expiration).UnixNano())
+		} else if n < 3 {
+			p.expiry.Store(time.Now().Add(time.Hour).UnixNano())
+		}
+		if left := time.Until(time.Unix(0, p.expiry.Load())); left < expiration/4 {
+			lateAfter.Add(1)
+		}
+		return nil
+	})
+	r, _ := NewRunner(RunnerOptions{Connector: "c", Sink: mem, SinkTimeout: time.Minute, GiveUpAfter: expiration,
+		Logger: slog.New(slog.DiscardHandler)})
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p = &leasedPartition{memPartition: newMemPartition("0", 1, store, rand.New(rand.NewPCG(51, 52)), cancel)}
+	p.expiry.Store(time.Now().Add(time.Hour).UnixNano())
+	err := r.RunPartition(ctx, p)
+	if !errors.Is(err, ErrOwnershipLost) {
+		t.Fatalf("RunPartition = %v, want ErrOwnershipLost once the lease runs out", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the partition ran until the test's deadline")
+	}
+	if n := lateAfter.Load(); n != 0 {
+		t.Errorf("%d commits started with less than a quarter of the expiration left on the lease", n)
+	}
+	t.Logf("stopped %s before the lease ran out, after %d commits", time.Until(time.Unix(0, p.expiry.Load())).Round(time.Millisecond), commits.Load())
+}
+
+// TestBreakerHoldsClaimsAndClaimProbes: a sink timeout opens the breaker at
+// once; while its open period runs, claims are held; after it, a claim's
+// Open is the probe: a transient failure opens it again for twice as
+// long, a success closes it.
+func TestBreakerHoldsClaimsAndClaimProbes(t *testing.T) {
+	b := newBreaker(CircuitBreakerSpec{Failures: 5, ProbeInterval: time.Hour, MaxProbeInterval: 4 * time.Hour}, "c", slog.New(slog.DiscardHandler), nil)
+	if b.holdingClaims() {
+		t.Fatal("a closed breaker holds claims")
+	}
+	b.result(sinks.Transient(ErrSinkTimeout))
+	if b.state != breakerOpen || !b.holdingClaims() {
+		t.Fatalf("after one sink timeout: state %d, holding %v; want open and holding", b.state, b.holdingClaims())
+	}
+	b.until = time.Now() // the open period is over
+	if b.holdingClaims() {
+		t.Fatal("claims held after the open period: no claim could probe")
+	}
+	b.claimResult(sinks.Transient(errors.New("connection refused")))
+	if b.state != breakerOpen || b.openFor != 2*time.Hour || !b.holdingClaims() {
+		t.Fatalf("after a failed claim probe: state %d, open for %s; want open for 2h, holding", b.state, b.openFor)
+	}
+	b.until = time.Now()
+	b.claimResult(nil)
+	if b.state != breakerClosed || b.holdingClaims() {
+		t.Fatalf("after a successful claim: state %d; want closed", b.state)
+	}
+}

@@ -1,0 +1,296 @@
+package connector_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/cli/devenv"
+	"github.com/ehsink/ehsink/internal/faultproxy"
+	"github.com/ehsink/ehsink/internal/testenv"
+)
+
+// Bounds of the network-fault tests, from the connector settings they use.
+const (
+	faultSinkTimeout = 2 * time.Second  // errors.sink_timeout
+	faultIdleInTx    = 2 * time.Second  // sink.idle_in_transaction_timeout
+	faultExpiration  = 20 * time.Second // load_balancing.ownership_expiration
+)
+
+// lockedBuffer collects logs, to show them when a test fails.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// viaProxy returns dsn with its host and port replaced by addr.
+func viaProxy(t *testing.T, dsn, addr string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// pgFaultRun is one connector writing to PostgreSQL through a fault proxy.
+type pgFaultRun struct {
+	dsn   string // direct, for the test's own sessions
+	proxy *faultproxy.Proxy
+	reg   *prometheus.Registry
+	ctl   *connector.Control
+	done  chan error
+	stop  context.CancelFunc
+	logs  *lockedBuffer
+}
+
+// startPGFault starts, with errors.sink_timeout sinkTimeout, one append connector reading a demo of events
+// events at rate per second from the in-process emulator into a fresh
+// database reached through a fault proxy.
+func startPGFault(t *testing.T, ctx context.Context, events, rate int, sinkTimeout time.Duration) *pgFaultRun {
+	t.Helper()
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	dir := t.TempDir()
+	yaml := `
+drain_timeout: 5s
+emulator:
+  hubs: {orders: 2}
+  demo: {eventhub: orders, count: ` + strconv.Itoa(events) + `, rate: ` + strconv.Itoa(rate) + `, keys: 20}
+connectors:
+  - name: pg
+    source: {connection: emulator, eventhub: orders, batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: 2s, ownership_expiration: ` + faultExpiration.String() + `}}
+    checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
+    errors: {sink_timeout: ` + sinkTimeout.String() + `, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 2s}}
+    sink:
+      type: postgres
+      dsn: "` + viaProxy(t, dsn, proxy.Addr()) + `"
+      table: public.orders
+      create_table: true
+      idle_in_transaction_timeout: ` + faultIdleInTx.String() + `
+      statement_timeout: ` + faultSinkTimeout.String() + `
+      columns:
+        order_id: {from: $.order_id, type: text}
+        seq: {from: "@sequence_number", type: bigint}
+        part: {from: "@partition", type: text}
+`
+	cfg, reg, met := loadWithMetrics(t, dir, yaml)
+	logs := &lockedBuffer{}
+	ctl := connector.NewControl()
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Control: ctl, DevEnv: devenv.New(),
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	r := &pgFaultRun{dsn: dsn, proxy: proxy, reg: reg, ctl: ctl, done: done, stop: stop, logs: logs}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("connector logs:\n%s", logs.String())
+		}
+	})
+	return r
+}
+
+func (r *pgFaultRun) committed(t *testing.T) float64 {
+	return sumMetric(t, r.reg, "ehsink_events_committed_total", "pg")
+}
+
+func (r *pgFaultRun) breakerOpen(t *testing.T) bool {
+	return sumMetric(t, r.reg, "ehsink_circuit_breaker_state", "pg") != 0
+}
+
+func (r *pgFaultRun) notReady(t *testing.T) string {
+	st, err := r.ctl.Status("pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.NotReady()
+}
+
+// detect applies f and waits until the breaker opened and readiness went
+// red; it returns how long that took.
+func (r *pgFaultRun) detect(t *testing.T, ctx context.Context, f faultproxy.Fault) time.Duration {
+	t.Helper()
+	start := time.Now()
+	r.proxy.Set(f)
+	bound, cancel := context.WithTimeout(ctx, faultExpiration)
+	defer cancel()
+	waitUntil(t, bound, r.done, fmt.Sprintf("the breaker opens and readiness fails within ownership_expiration %s", faultExpiration), func() bool {
+		return r.breakerOpen(t) && r.notReady(t) != ""
+	})
+	return time.Since(start)
+}
+
+// healAndFinish heals the proxy, waits for every event to be committed
+// and the breaker to close, stops the connector and checks the table
+// holds each event exactly once.
+func (r *pgFaultRun) healAndFinish(t *testing.T, ctx context.Context, events int) {
+	t.Helper()
+	r.proxy.Heal()
+	waitUntil(t, ctx, r.done, "every event committed after the heal", func() bool {
+		return r.committed(t) >= float64(events) && !r.breakerOpen(t)
+	})
+	if reason := r.notReady(t); reason != "" {
+		t.Errorf("not ready after the heal: %s", reason)
+	}
+	r.stop()
+	if err := <-r.done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, r.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var rows, distinct int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != events || distinct != events {
+		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
+	}
+}
+
+// TestPostgresNetworkFaults runs a connector against PostgreSQL through a
+// fault proxy and cuts the path while events flow. Each fault must be
+// detected (the breaker open, readiness failing) within the ownership
+// expiration, so that the partitions can go to a replica whose sink
+// answers; the measured time is logged. After the heal every event is in
+// the table once.
+//
+//   - blackhole: the connections stay half-open. Only the sink timeout
+//     notices: without it the flush waits forever and the breaker never
+//     opens; without it counting as a failure the breaker stays closed.
+//   - reset: the connections are reset.
+//   - latency (+300ms each way) and a bandwidth limit (64 KiB/s): a slow
+//     path is not a dead one. Events keep being committed, and the
+//     breaker must not open (with a sink timeout above the slowest
+//     healthy flush: at 2s, below the four round trips of a flush at
+//     300ms, no flush would ever finish).
+//   - blackhole mid-transaction: the path dies once the server has run a
+//     flush's BEGIN and fence and waits in the transaction: the server
+//     keeps an open transaction holding the watermark row's lock. The server's idle-in-transaction timeout must
+//     end it: a second session takes that lock within the ownership
+//     expiration (without the setting, it waits for hours).
+func TestPostgresNetworkFaults(t *testing.T) {
+	const events, rate = 1500, 150
+	for _, tc := range []struct {
+		name  string
+		fault faultproxy.Fault
+	}{
+		{"blackhole", faultproxy.Fault{Blackhole: true}},
+		{"reset", faultproxy.Fault{Reset: true}},
+		{"latency", faultproxy.Fault{Latency: 300 * time.Millisecond}},
+		{"bandwidth", faultproxy.Fault{Bandwidth: 64 << 10}},
+		// ReadyForQuery with status T: the server has run the flush's
+		// BEGIN and fence (the watermark row is locked) and waits in the
+		// transaction. (A blackhole in the middle of the COPY data would
+		// leave the server reading it, which neither timeout interrupts:
+		// only the server's TCP notices such a client.)
+		{"blackhole mid-transaction", faultproxy.Fault{BlackholeOnReply: []byte("Z\x00\x00\x00\x05T")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			sinkTimeout := faultSinkTimeout
+			if tc.fault.Latency > 0 || tc.fault.Bandwidth > 0 {
+				// A flush is four round trips (BEGIN with the fence, the
+				// COPY's describe and data, COMMIT): 2.4s at 300ms each
+				// way. The sink timeout must stay above the slowest
+				// healthy flush.
+				sinkTimeout = 10 * time.Second
+			}
+			r := startPGFault(t, ctx, events, rate, sinkTimeout)
+			waitUntil(t, ctx, r.done, "the first commits", func() bool { return r.committed(t) >= 100 })
+			if tc.fault.Latency > 0 || tc.fault.Bandwidth > 0 {
+				before := r.committed(t)
+				start := time.Now()
+				r.proxy.Set(tc.fault)
+				opened := false
+				waitUntil(t, ctx, r.done, "300 more events committed over the slow path", func() bool {
+					opened = opened || r.breakerOpen(t)
+					return r.committed(t) >= before+300
+				})
+				if opened {
+					t.Errorf("the breaker opened on a slow path (%+v)", tc.fault)
+				}
+				t.Logf("%s: 300 events committed in %s, breaker closed", tc.name, time.Since(start).Round(time.Millisecond))
+				r.healAndFinish(t, ctx, events)
+				return
+			}
+			if len(tc.fault.BlackholeOnReply) == 0 {
+				d := r.detect(t, ctx, tc.fault)
+				t.Logf("%s detected (breaker open, not ready: %q) after %s", tc.name, r.notReady(t), d.Round(time.Millisecond))
+				r.healAndFinish(t, ctx, events)
+				return
+			}
+			start := time.Now()
+			r.proxy.Set(tc.fault)
+			select {
+			case <-r.proxy.Triggered():
+			case <-ctx.Done():
+				t.Fatal("no flush opened its transaction")
+			}
+			triggered := time.Since(start)
+			// The orphaned transaction holds the watermark row: a second
+			// session (not through the proxy) waits for it.
+			conn, err := pgx.Connect(ctx, r.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			lockCtx, cancelLock := context.WithTimeout(ctx, faultExpiration)
+			defer cancelLock()
+			lockStart := time.Now()
+			tx, err := conn.Begin(lockCtx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(lockCtx, `SELECT * FROM public.ehsink_watermarks FOR UPDATE`); err != nil {
+				t.Fatalf("the orphaned transaction's row lock was not freed within ownership_expiration %s: %v", faultExpiration, err)
+			}
+			lockWait := time.Since(lockStart)
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			bound, cancelBound := context.WithTimeout(ctx, faultExpiration)
+			defer cancelBound()
+			waitUntil(t, bound, r.done, "the breaker opens and readiness fails", func() bool {
+				return r.breakerOpen(t) && r.notReady(t) != ""
+			})
+			t.Logf("%s: blackholed %s after the fault was armed; lock free after %s more; detected (not ready: %q) %s after the blackhole",
+				tc.name, triggered.Round(time.Millisecond), lockWait.Round(time.Millisecond), r.notReady(t), (time.Since(start) - triggered).Round(time.Millisecond))
+			r.healAndFinish(t, ctx, events)
+		})
+	}
+}
