@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/internal/backoff"
 	"github.com/ehsink/ehsink/internal/connstr"
 	"log/slog"
 	"strings"
@@ -270,7 +271,7 @@ func (s *Source) Run(ctx context.Context, handle func(ctx context.Context, p *Pa
 		errMu.Unlock()
 		stop(err)
 	}
-	backoff := restartBackoff
+	restarts := backoff.Backoff{Initial: restartBackoff, Max: s.opts.OwnershipExpiration}
 	for {
 		began := time.Now()
 		cause := s.runProcessor(ctx, runCtx, handle, fail)
@@ -278,14 +279,13 @@ func (s *Source) Run(ctx context.Context, handle func(ctx context.Context, p *Pa
 			break
 		}
 		if time.Since(began) > s.opts.OwnershipExpiration {
-			backoff = restartBackoff // it had recovered in between
+			restarts.Reset() // it had recovered in between
 		}
 		wait := time.Duration(0)
 		if !errors.Is(cause, errHealRestart) {
-			wait = backoff
-			backoff = min(2*backoff, s.opts.OwnershipExpiration)
+			wait = restarts.Next()
 		} else {
-			backoff = restartBackoff
+			restarts.Reset()
 		}
 		s.log.Info("restarting the processor", "after", wait)
 		t := time.NewTimer(wait)

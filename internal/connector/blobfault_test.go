@@ -11,8 +11,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/cli/devenv"
+	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/testenv"
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/internal/backoff"
 	"log/slog"
 	"sync"
 	"time"
@@ -34,18 +35,20 @@ type breaker struct {
 
 	mu          sync.Mutex // guards the fields below
 	state       int
-	failures    int           // transient failures in a row
-	openFor     time.Duration // the current open period
-	until       time.Time     // end of the open period
-	outageSince time.Time     // when the breaker last opened from closed
-	lastErr     error         // the last transient failure
-	changed     chan struct{} // closed and replaced at every state change
+	failures    int             // transient failures in a row
+	openFor     time.Duration   // the current open period
+	probes      backoff.Backoff // the open periods: ProbeInterval, doubling to MaxProbeInterval
+	until       time.Time       // end of the open period
+	outageSince time.Time       // when the breaker last opened from closed
+	lastErr     error           // the last transient failure
+	changed     chan struct{}   // closed and replaced at every state change
 }
 
 func newBreaker(spec CircuitBreakerSpec, connector string, log *slog.Logger, met *Metrics) *breaker {
 	spec = spec.withDefaults()
 	spec.MaxProbeInterval = max(spec.MaxProbeInterval, spec.ProbeInterval) // a hand-built spec; Validate reports it
-	b := &breaker{spec: spec, connector: connector, log: log, met: met, changed: make(chan struct{})}
+	b := &breaker{spec: spec, connector: connector, log: log, met: met, changed: make(chan struct{}),
+		probes: backoff.Backoff{Initial: spec.ProbeInterval, Max: spec.MaxProbeInterval}}
 	met.breakerState(connector, breakerClosed)
 	return b
 }
@@ -163,6 +166,7 @@ func (b *breaker) result(err error) {
 		b.failures = 0
 		if b.state != breakerClosed {
 			b.openFor = 0
+			b.probes.Reset()
 			b.setLocked(breakerClosed)
 			b.log.Info("circuit breaker closed: the sink answers again")
 		}
@@ -178,7 +182,7 @@ func (b *breaker) result(err error) {
 		}
 	case b.state == breakerHalfOpen:
 		b.lastErr = err
-		b.openFor = min(2*b.openFor, b.spec.MaxProbeInterval)
+		b.openFor = b.probes.Next()
 		b.until = time.Now().Add(b.openFor)
 		b.setLocked(breakerOpen)
 		b.log.Warn("circuit breaker open again: the probe failed", "next_probe_in", b.openFor, "error", err)
@@ -191,7 +195,8 @@ func (b *breaker) result(err error) {
 		// long. It opens the breaker on its own.
 		if b.failures >= b.spec.Failures || errors.Is(err, ErrSinkTimeout) {
 			b.outageSince = time.Now()
-			b.openFor = b.spec.ProbeInterval
+			b.probes.Reset()
+			b.openFor = b.probes.Next()
 			b.until = time.Now().Add(b.openFor)
 			b.setLocked(breakerOpen)
 			b.log.Error("circuit breaker open: the sink failed repeatedly; partitions stop receiving until a probe succeeds",
@@ -239,7 +244,7 @@ func (b *breaker) claimResult(err error) {
 	b.mu.Lock()
 	if b.state == breakerOpen && err != nil && sinks.IsTransient(err) {
 		b.lastErr = err
-		b.openFor = min(2*b.openFor, b.spec.MaxProbeInterval)
+		b.openFor = b.probes.Next()
 		b.until = time.Now().Add(b.openFor)
 		b.setLocked(breakerOpen)
 		next := b.openFor

@@ -13,8 +13,8 @@ import (
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
-	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // TestEventHubsBlackhole: the connector reads the emulator over TCP

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
-	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // committedByPartition sums ehsink_events_committed_total per partition

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/cli/devenv"
+	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/testenv"
 )

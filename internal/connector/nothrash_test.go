@@ -14,8 +14,8 @@ import (
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
-	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // notStartedCounter counts, per replica, the claims a replica gave up at

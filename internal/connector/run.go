@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/internal/backoff"
 	"github.com/ehsink/ehsink/internal/connstr"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -299,7 +299,7 @@ func storeTransient(err error) bool {
 // waiting a jittered, doubling backoff between attempts.
 func startWithRetry[T any](ctx context.Context, what string, retry RetrySpec, transient func(error) bool, unavailable func(error), log *slog.Logger, start func() (T, error)) (T, error) {
 	retry = retry.withDefaults()
-	backoff := retry.InitialBackoff
+	waits := backoff.Backoff{Initial: retry.InitialBackoff, Max: retry.MaxBackoff}
 	for attempt := 1; ; attempt++ {
 		v, err := start()
 		if err == nil {
@@ -315,12 +315,11 @@ func startWithRetry[T any](ctx context.Context, what string, retry RetrySpec, tr
 			return v, fmt.Errorf("unreachable after %d attempts: %w", attempt, err)
 		}
 		unavailable(err)
-		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
+		wait := waits.Jittered()
 		log.Warn(what+" unavailable at start; holding no partition and retrying", "attempt", attempt, "wait", wait, "err", err)
 		if !sleepOrChange(ctx, wait, nil, nil) {
 			return v, ctx.Err()
 		}
-		backoff = min(2*backoff, retry.MaxBackoff)
 	}
 }
 

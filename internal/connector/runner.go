@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/backoff"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -229,7 +229,7 @@ type partitionRun struct {
 	unflushed     int             // how many events were written since the last flush
 	lastWritten   sinks.Position  // the last event handed to Write
 	ckptErr       error           // why the last checkpoint failed, if it did
-	ckptBackoff   time.Duration   // wait before the next attempt after ckptErr
+	ckptBackoff   backoff.Backoff // waits before the next attempt after ckptErr
 	ckptRetryAt   time.Time       // when a failed checkpoint is tried again
 	checkpointed  *sinks.Position // last checkpoint written by this run
 	sinceCkpt     int             // events committed since that checkpoint
@@ -270,7 +270,8 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		return r.errorf(src, "open sink: %w", err)
 	}
 	pr := &partitionRun{r: r, p: w, src: src, beat: heartbeat(src), log: log, watermark: wm, lastCkptAt: r.opts.now(),
-		met: r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
+		ckptBackoff: backoff.Backoff{Initial: r.opts.Retry.InitialBackoff, Max: r.opts.Retry.MaxBackoff},
+		met:         r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
 	if sc, ok := src.(storedCheckpointer); ok {
 		// The checkpoint found at the claim, whoever wrote it (an earlier
 		// process, another replica): the status shows it until this run
@@ -824,13 +825,14 @@ func (pr *partitionRun) checkpoint(ctx context.Context) error {
 			return err
 		}
 		o := pr.r.opts
-		pr.ckptBackoff = min(max(2*pr.ckptBackoff, o.Retry.InitialBackoff), o.Retry.MaxBackoff)
-		pr.ckptRetryAt = o.now().Add(pr.ckptBackoff)
-		pr.log.Warn("checkpoint failed; will retry", "seq", pos.SequenceNumber, "retry_in", pr.ckptBackoff, "error", err)
+		wait := pr.ckptBackoff.Next()
+		pr.ckptRetryAt = o.now().Add(wait)
+		pr.log.Warn("checkpoint failed; will retry", "seq", pos.SequenceNumber, "retry_in", wait, "error", err)
 		pr.ckptErr = err
 		return nil
 	}
-	pr.ckptErr, pr.ckptBackoff = nil, 0
+	pr.ckptErr = nil
+	pr.ckptBackoff.Reset()
 	pr.met.checkpointed(pos.SequenceNumber)
 	pr.wmMu.Lock()
 	seq := pos.SequenceNumber
@@ -938,7 +940,7 @@ func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 // beat (nil: none) is called while it waits, so that the source's watchdog
 // sees a partition that retries as alive.
 func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(context.Context) error) error {
-	backoff := r.opts.Retry.InitialBackoff
+	waits := backoff.Backoff{Initial: r.opts.Retry.InitialBackoff, Max: r.opts.Retry.MaxBackoff}
 	since := time.Now()
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -977,12 +979,11 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 			return fmt.Errorf("giving up after %d attempts: %w", attempt, err)
 		}
 		r.opts.Metrics.retried(r.opts.Connector, what)
-		wait := time.Duration(rand.Int64N(int64(backoff) + 1))
+		wait := waits.Jittered()
 		r.log.Warn("transient failure; retrying", "op", what, "attempt", attempt, "wait", wait, "error", err)
 		if !sleepOrChange(ctx, wait, nil, beat) {
 			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		}
-		backoff = min(backoff*2, r.opts.Retry.MaxBackoff)
 	}
 }
 
