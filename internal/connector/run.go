@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/ehsink/ehsink/internal/backoff"
 	"github.com/ehsink/ehsink/internal/connstr"
+	"github.com/ehsink/ehsink/internal/secret"
 	"log/slog"
 	"net"
 	"net/http"
@@ -131,30 +132,9 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		}
 		return fmt.Errorf("connector %q: %s: %w", spec.Name, what, err)
 	}
-	conn := spec.Source.Connection
-	viaEmulator := conn.Reveal() == "emulator"
-	if viaEmulator {
-		var err error
-		if conn, err = env.emulatorConnection(spec.Source.EventHub); err != nil {
-			return fail("source.connection", err)
-		}
-	}
-	info := sinks.Info{Connector: spec.Name, EventHub: spec.Source.EventHub, ConsumerGroup: spec.Source.ConsumerGroup, Logger: log}
-	if conn != "" {
-		props, err := connstr.EventHubs(conn.Reveal())
-		if err != nil {
-			return fail("source.connection", err)
-		}
-		info.Namespace = props.FullyQualifiedNamespace
-		if info.EventHub == "" && props.EntityPath != nil {
-			info.EventHub = *props.EntityPath
-		}
-	} else {
-		info.Namespace = spec.Source.Namespace
-	}
-	actualNamespace := info.Namespace
-	if viaEmulator {
-		info.Namespace = EmulatorNamespace
+	conn, info, actualNamespace, err := resolveSource(spec, env, log)
+	if err != nil {
+		return fail("source.connection", err)
 	}
 
 	driver, err := reg.Lookup(spec.Sink.Type)
@@ -190,7 +170,81 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		return fail("errors.dead_letter", err)
 	}
 
-	runner, err := NewRunner(RunnerOptions{
+	runner, err := NewRunner(runnerOptions(cfg, spec, sink, sinkCfg, dead, met, cs, log))
+	if err != nil {
+		return fail("runner", err)
+	}
+	srcOpts, err := sourceOptions(spec, conn, store, runner, sink, met, log)
+	if err != nil {
+		return fail("source.credential", err)
+	}
+	src, err := newSource(ctx, srcOpts, spec.Errors.Retry, cs.sourceReached, log)
+	cs.sourceReached(err)
+	if err != nil {
+		return fail("source", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+
+	cs.started(runner, src.OwnerID())
+	defer cs.setRunner(nil)
+	var props sync.WaitGroup
+	pctx, stopProps := context.WithCancel(ctx)
+	props.Go(func() { cs.refreshProps(pctx, src, runner, cfg.lagInterval()) })
+	defer props.Wait()
+	defer stopProps()
+
+	log.Info("connector started", startedAttrs(info, spec, sinkCfg, src.OwnerID())...)
+	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
+		return giveUp(runner.RunPartition(ctx, partitionAdapter{p}))
+	})
+	if err != nil {
+		return fmt.Errorf("connector %q: %w", spec.Name, err)
+	}
+	log.Info("connector stopped")
+	return nil
+}
+
+// resolveSource works out which Event Hubs namespace and hub the connector
+// reads, before anything is dialled, so the sink and the checkpoint store
+// are told the same names. It returns the connection to dial (the
+// emulator's, when the spec says "emulator"), the sink's Info, and the
+// namespace actually dialled, which differs from info.Namespace only for
+// the emulator: checkpoints are kept under [EmulatorNamespace] so they
+// survive the emulator's port changing. Every error is the
+// source.connection setting's.
+func resolveSource(spec Spec, env *environment, log *slog.Logger) (conn secret.String, info sinks.Info, actualNamespace string, err error) {
+	conn = spec.Source.Connection
+	viaEmulator := conn.Reveal() == "emulator"
+	if viaEmulator {
+		if conn, err = env.emulatorConnection(spec.Source.EventHub); err != nil {
+			return conn, info, "", err
+		}
+	}
+	info = sinks.Info{Connector: spec.Name, EventHub: spec.Source.EventHub, ConsumerGroup: spec.Source.ConsumerGroup, Logger: log}
+	if conn != "" {
+		props, err := connstr.EventHubs(conn.Reveal())
+		if err != nil {
+			return conn, info, "", err
+		}
+		info.Namespace = props.FullyQualifiedNamespace
+		if info.EventHub == "" && props.EntityPath != nil {
+			info.EventHub = *props.EntityPath
+		}
+	} else {
+		info.Namespace = spec.Source.Namespace
+	}
+	actualNamespace = info.Namespace
+	if viaEmulator {
+		info.Namespace = EmulatorNamespace
+	}
+	return conn, info, actualNamespace, nil
+}
+
+// runnerOptions maps one connector's spec onto the partition runner's
+// options, so the mapping from YAML settings to runner knobs is read in
+// one place and runConnector reads as its steps.
+func runnerOptions(cfg *Config, spec Spec, sink sinks.Sink, sinkCfg any, dead *FileDeadLetters, met *Metrics, cs *connState, log *slog.Logger) RunnerOptions {
+	return RunnerOptions{
 		Connector:               spec.Name,
 		Sink:                    sink,
 		Tolerance:               spec.Errors.Tolerance,
@@ -209,10 +263,15 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		pause:                   cs.gate,
 		sinkCalled:              cs.sinkReached,
 		storeCalled:             cs.storeReached,
-	})
-	if err != nil {
-		return fail("runner", err)
 	}
+}
+
+// sourceOptions maps one connector's spec onto the source's options and
+// wires the source to the runner: claims ask the sink for its position,
+// and the circuit breaker holds claims while the sink is down. Without a
+// connection string it builds the default Azure credential; its error is
+// the only one returned.
+func sourceOptions(spec Spec, conn secret.String, store azeventhubs.CheckpointStore, runner *Runner, sink sinks.Sink, met *Metrics, log *slog.Logger) (source.Options, error) {
 	srcOpts := spec.Source.options()
 	srcOpts.Connection, srcOpts.Namespace, srcOpts.EventHub = conn, spec.Source.Namespace, spec.Source.EventHub
 	srcOpts.Store = store
@@ -223,38 +282,22 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if conn == "" {
 		cred, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {
-			return fail("source.credential", err)
+			return srcOpts, err
 		}
 		srcOpts.Credential = cred
 	}
-	src, err := newSource(ctx, srcOpts, spec.Errors.Retry, cs.sourceReached, log)
-	cs.sourceReached(err)
-	if err != nil {
-		return fail("source", err)
-	}
-	defer src.Close(context.WithoutCancel(ctx))
+	return srcOpts, nil
+}
 
-	cs.started(runner, src.OwnerID())
-	defer cs.setRunner(nil)
-	var props sync.WaitGroup
-	pctx, stopProps := context.WithCancel(ctx)
-	props.Go(func() { cs.refreshProps(pctx, src, runner, cfg.lagInterval()) })
-	defer props.Wait()
-	defer stopProps()
-
+// startedAttrs are the attributes of the "connector started" line: what
+// the connector reads, where it writes (when the sink's config can say)
+// and which owner id this replica claims partitions under.
+func startedAttrs(info sinks.Info, spec Spec, sinkCfg any, owner string) []any {
 	started := []any{"eventhub", info.EventHub, "consumer_group", info.ConsumerGroup, "sink", spec.Sink.Type}
 	if d, ok := sinkCfg.(interface{ Destination() string }); ok {
 		started = append(started, "writes_to", d.Destination())
 	}
-	log.Info("connector started", append(started, "owner", src.OwnerID())...)
-	err = src.Run(ctx, func(ctx context.Context, p *source.Partition) error {
-		return giveUp(runner.RunPartition(ctx, partitionAdapter{p}))
-	})
-	if err != nil {
-		return fmt.Errorf("connector %q: %w", spec.Name, err)
-	}
-	log.Info("connector stopped")
-	return nil
+	return append(started, "owner", owner)
 }
 
 // newSink builds the connector's sink. A sink that fails with a transient

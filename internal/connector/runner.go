@@ -269,17 +269,7 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		}
 		return r.errorf(src, "open sink: %w", err)
 	}
-	pr := &partitionRun{r: r, p: w, src: src, beat: heartbeat(src), log: log, watermark: wm, lastCkptAt: r.opts.now(),
-		ckptBackoff: backoff.Backoff{Initial: r.opts.Retry.InitialBackoff, Max: r.opts.Retry.MaxBackoff},
-		met:         r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
-	if sc, ok := src.(storedCheckpointer); ok {
-		// The checkpoint found at the claim, whoever wrote it (an earlier
-		// process, another replica): the status shows it until this run
-		// writes its own.
-		if seq, known := sc.StoredCheckpoint(); known && seq >= 0 {
-			pr.stat.checkpoint = &seq
-		}
-	}
+	pr := r.newPartitionRun(src, w, wm, log)
 	defer pr.met.release()
 	r.mu.Lock()
 	r.active[src.ID()] = pr
@@ -307,6 +297,35 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 	}()
 	batches, stopReceiving := receiveAhead(ctx, src, pr.mayReceive)
 	defer stopReceiving()
+	return pr.consume(ctx, batches)
+}
+
+// newPartitionRun builds the state of one RunPartition call around the
+// writer the sink opened at watermark wm. It reads the checkpoint found at
+// the claim so the status shows it from the start, not only once this run
+// writes its own.
+func (r *Runner) newPartitionRun(src Partition, w sinks.Writer, wm *sinks.Position, log *slog.Logger) *partitionRun {
+	pr := &partitionRun{r: r, p: w, src: src, beat: heartbeat(src), log: log, watermark: wm, lastCkptAt: r.opts.now(),
+		ckptBackoff: backoff.Backoff{Initial: r.opts.Retry.InitialBackoff, Max: r.opts.Retry.MaxBackoff},
+		met:         r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
+	if sc, ok := src.(storedCheckpointer); ok {
+		// The checkpoint found at the claim, whoever wrote it (an earlier
+		// process, another replica): the status shows it until this run
+		// writes its own.
+		if seq, known := sc.StoredCheckpoint(); known && seq >= 0 {
+			pr.stat.checkpoint = &seq
+		}
+	}
+	return pr
+}
+
+// consume is RunPartition's loop: it holds while the connector is paused,
+// takes the batches the receiving goroutine hands over, and hands each to
+// handle, until the partition is drained, lost or fails. It is its own
+// step so RunPartition reads as open, register, consume, close; what
+// RunPartition returns is what consume returns.
+func (pr *partitionRun) consume(ctx context.Context, batches <-chan received) error {
+	r, src, log := pr.r, pr.src, pr.log
 	for {
 		paused, changed := r.opts.pause.state()
 		if paused {
@@ -343,24 +362,34 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 			return r.errorf(src, "receive: %w", rerr)
 		}
 		if err := pr.handle(ctx, events); err != nil {
-			if errors.Is(err, ErrSinkUnavailable) && ctx.Err() == nil {
-				return pr.giveUp(err)
-			}
-			if errors.Is(err, sinks.ErrFenced) {
-				log.Warn("another writer committed this partition; giving it up", "error", err)
-				return nil
-			}
-			if errors.Is(err, ErrOwnershipLost) && ctx.Err() == nil {
-				// checkLease: the lease was not renewed in time
-				log.Warn("partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
-				return err
-			}
-			if ctx.Err() != nil {
-				return pr.drain(ctx, nil)
-			}
-			return err
+			return pr.handleFailed(ctx, err)
 		}
 	}
+}
+
+// handleFailed decides what a failed handle means for the partition: give
+// it up while the sink is unavailable, let it go when another writer
+// fenced it or its lease runs out, drain it when ctx was cancelled
+// meanwhile, and otherwise fail with err. Its value is what RunPartition
+// returns.
+func (pr *partitionRun) handleFailed(ctx context.Context, err error) error {
+	log := pr.log
+	if errors.Is(err, ErrSinkUnavailable) && ctx.Err() == nil {
+		return pr.giveUp(err)
+	}
+	if errors.Is(err, sinks.ErrFenced) {
+		log.Warn("another writer committed this partition; giving it up", "error", err)
+		return nil
+	}
+	if errors.Is(err, ErrOwnershipLost) && ctx.Err() == nil {
+		// checkLease: the lease was not renewed in time
+		log.Warn("partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
+		return err
+	}
+	if ctx.Err() != nil {
+		return pr.drain(ctx, nil)
+	}
+	return err
 }
 
 // mayReceive waits while the circuit breaker is open or the connector is
