@@ -193,44 +193,9 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 		// test seam: let the SDK see the error, to prove the watchdog
 		return nil, listErr
 	}
-	byID := map[string]azeventhubs.Checkpoint{}
-	for _, cp := range stored {
-		if cp.SequenceNumber == nil && cp.Offset == nil {
-			// The processor refuses such a checkpoint after registering the
-			// partition (the same trap as an error); the start position
-			// applies, as for no checkpoint.
-			r.s.log.Warn("checkpoint without offset or sequence number ignored", "partition", cp.PartitionID)
-			continue
-		}
-		byID[cp.PartitionID] = cp
-	}
-	r.s.mu.Lock()
-	ids := make([]string, 0, len(r.s.claimed))
-	cached := map[string]*azeventhubs.Checkpoint{}
-	r.s.stored = map[string]int64{}
-	for id := range r.s.claimed {
-		if listErr == nil {
-			r.s.stored[id] = storedSeq(byID, id)
-		}
-		if c, ok := r.s.resolved[id]; ok {
-			cached[id] = c
-		} else {
-			ids = append(ids, id)
-		}
-	}
-	r.s.mu.Unlock()
-	for id, c := range cached {
-		// a stored checkpoint written since (by a partition this replica
-		// read, or by the owner before) wins when it is later
-		if stored, ok := byID[id]; ok && (c == nil || laterCheckpoint(stored, *c)) {
-			continue
-		}
-		if c == nil {
-			delete(byID, id)
-		} else {
-			byID[id] = *c
-		}
-	}
+	byID := r.usableCheckpoints(stored)
+	ids, cached := r.claimRound(byID, listErr)
+	applyCached(byID, cached)
 	sort.Strings(ids)
 	// The processor renews no lease until every claim of this round has a
 	// start position: the work is bounded well inside the ownership
@@ -243,14 +208,89 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 		}
 		ids = nil
 	}
-	// The partitions of a claim are worked out side by side, so that one
-	// slow partition does not use the whole budget of the others.
-	type result struct {
-		resume *azeventhubs.Checkpoint
-		opened opened
-		err    error
+	results := r.resumeAll(bctx, ids, byID)
+	r.applyResumed(ctx, ns, hub, cg, ids, results, byID)
+	out := make([]azeventhubs.Checkpoint, 0, len(byID))
+	for _, cp := range byID {
+		out = append(out, cp)
 	}
-	results := make([]result, len(ids))
+	r.s.noteStarts(out)
+	return out, nil
+}
+
+// usableCheckpoints indexes the stored checkpoints by partition, leaving
+// out those the processor would refuse, so that such a partition starts
+// from the start position instead of being trapped.
+func (r *resumeStore) usableCheckpoints(stored []azeventhubs.Checkpoint) map[string]azeventhubs.Checkpoint {
+	byID := map[string]azeventhubs.Checkpoint{}
+	for _, cp := range stored {
+		if cp.SequenceNumber == nil && cp.Offset == nil {
+			// The processor refuses such a checkpoint after registering the
+			// partition (the same trap as an error); the start position
+			// applies, as for no checkpoint.
+			r.s.log.Warn("checkpoint without offset or sequence number ignored", "partition", cp.PartitionID)
+			continue
+		}
+		byID[cp.PartitionID] = cp
+	}
+	return byID
+}
+
+// claimRound reads, under the source's lock, which claimed partitions
+// already have a resume position (cached) and which still need one (ids,
+// unsorted), and records the stored checkpoint of each claimed partition
+// when the list succeeded. It holds the lock for the reads alone, so no
+// store or sink call happens under it.
+func (r *resumeStore) claimRound(byID map[string]azeventhubs.Checkpoint, listErr error) (ids []string, cached map[string]*azeventhubs.Checkpoint) {
+	r.s.mu.Lock()
+	ids = make([]string, 0, len(r.s.claimed))
+	cached = map[string]*azeventhubs.Checkpoint{}
+	r.s.stored = map[string]int64{}
+	for id := range r.s.claimed {
+		if listErr == nil {
+			r.s.stored[id] = storedSeq(byID, id)
+		}
+		if c, ok := r.s.resolved[id]; ok {
+			cached[id] = c
+		} else {
+			ids = append(ids, id)
+		}
+	}
+	r.s.mu.Unlock()
+	return ids, cached
+}
+
+// applyCached puts the resume positions worked out at an earlier claim in
+// place of the stored checkpoints, unless a stored checkpoint written since
+// is later.
+func applyCached(byID map[string]azeventhubs.Checkpoint, cached map[string]*azeventhubs.Checkpoint) {
+	for id, c := range cached {
+		// a stored checkpoint written since (by a partition this replica
+		// read, or by the owner before) wins when it is later
+		if stored, ok := byID[id]; ok && (c == nil || laterCheckpoint(stored, *c)) {
+			continue
+		}
+		if c == nil {
+			delete(byID, id)
+		} else {
+			byID[id] = *c
+		}
+	}
+}
+
+// resumeResult is what working out one partition's resume position gave.
+type resumeResult struct {
+	resume *azeventhubs.Checkpoint
+	opened opened
+	err    error
+}
+
+// resumeAll works out the resume positions of ids, at most
+// resumeParallelism at a time, and waits for all of them. The partitions of
+// a claim are worked out side by side, so that one slow partition does not
+// use the whole budget of the others.
+func (r *resumeStore) resumeAll(bctx context.Context, ids []string, byID map[string]azeventhubs.Checkpoint) []resumeResult {
+	results := make([]resumeResult, len(ids))
 	sem := make(chan struct{}, resumeParallelism)
 	var wg sync.WaitGroup
 	for i, id := range ids {
@@ -267,6 +307,15 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 		}()
 	}
 	wg.Wait()
+	return results
+}
+
+// applyResumed records each worked-out resume position for the claim (so
+// the next round of the same claim reuses it), keeps the writer the sink
+// opened to find it, and puts it in byID in place of the stored
+// checkpoint. A partition whose position could not be worked out is
+// marked unresolved.
+func (r *resumeStore) applyResumed(ctx context.Context, ns, hub, cg string, ids []string, results []resumeResult, byID map[string]azeventhubs.Checkpoint) {
 	for i, id := range ids {
 		resume, err := results[i].resume, results[i].err
 		if err != nil {
@@ -294,12 +343,6 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 			byID[id] = *resume
 		}
 	}
-	out := make([]azeventhubs.Checkpoint, 0, len(byID))
-	for _, cp := range byID {
-		out = append(out, cp)
-	}
-	r.s.noteStarts(out)
-	return out, nil
 }
 
 // resume returns the checkpoint partition id should start after (nil: none,

@@ -329,17 +329,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 	procDone := make(chan struct{})
 	go func() {
 		defer close(procDone)
-		err := proc.Run(procCtx)
-		if procCtx.Err() != nil {
-			return
-		}
-		if err == nil {
-			err = errors.New("stopped")
-		}
-		err = fmt.Errorf("event hub %q: processor: %w", s.hub, err)
-		s.log.Error("processor failed; its partitions drain and a new one starts", "err", err)
-		s.healed(healProcessorFailed)
-		restart(err)
+		s.runSDKProcessor(procCtx, proc, restart)
 	}()
 
 	var wg sync.WaitGroup
@@ -357,13 +347,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 			s.closePartition(pc)
 			break
 		}
-		if err := s.takeUnresolved(pc.PartitionID()); err != nil {
-			// Opened from a placeholder position: close it unread (which
-			// also unregisters it from the processor) and let the lease go,
-			// so that this or another replica claims it again.
-			s.closePartition(pc)
-			s.release(genCtx, pc.PartitionID())
-			s.log.Warn("partition not started: its resume position is unknown; lease given up until the next claim", "partition", pc.PartitionID(), "err", err)
+		if s.refuseUnresolved(genCtx, pc) {
 			continue
 		}
 		pctx, cancel := context.WithCancelCause(genCtx)
@@ -378,28 +362,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 			p.closeReader()
 			s.closePartition(pc)
 			s.ended(p)
-			switch {
-			case err == nil:
-				s.log.Info("partition released", "partition", p.id)
-			case errors.Is(err, ErrOwnershipLost):
-				// Receive or Checkpoint logged the loss
-			case errors.Is(err, ErrGiveUp):
-				s.release(genCtx, p.id)
-				s.log.Warn("partition given up; its lease is free for a replica that can serve it", "partition", p.id, "err", err)
-			case pctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-				s.log.Info("partition released", "partition", p.id)
-			case p.takenOver(context.WithoutCancel(pctx)):
-				// the failure came from losing the partition (for example a
-				// sink commit undone by the new owner's recovery): not a
-				// failure of this replica
-				s.log.Warn("partition lost", "partition", p.id, "err", err)
-			case runCtx.Err() == nil && pctx.Err() != nil:
-				// stopped to be healed or for a processor restart: what it
-				// did not commit is replayed from the sink's watermark
-				s.log.Warn("partition stopped for a restart did not drain cleanly", "partition", p.id, "err", err)
-			default:
-				fail(fmt.Errorf("event hub %q partition %s: %w", s.hub, p.id, err))
-			}
+			s.partitionEnded(genCtx, runCtx, pctx, p, err, fail)
 		}()
 	}
 	wg.Wait()
@@ -414,6 +377,70 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 		return cause
 	}
 	return nil
+}
+
+// runSDKProcessor runs the SDK processor until procCtx ends. The processor
+// stopping on its own (an error, or nil before procCtx ended) is a failure
+// of this generation: it is logged and restarts the generation with the
+// cause, so its partitions drain and a new processor starts.
+func (s *Source) runSDKProcessor(procCtx context.Context, proc *azeventhubs.Processor, restart context.CancelCauseFunc) {
+	err := proc.Run(procCtx)
+	if procCtx.Err() != nil {
+		return
+	}
+	if err == nil {
+		err = errors.New("stopped")
+	}
+	err = fmt.Errorf("event hub %q: processor: %w", s.hub, err)
+	s.log.Error("processor failed; its partitions drain and a new one starts", "err", err)
+	s.healed(healProcessorFailed)
+	restart(err)
+}
+
+// refuseUnresolved reports whether the processor opened pc from a
+// placeholder position (its resume position could not be looked up). Such
+// a partition must not be read: it is closed unread (which also
+// unregisters it from the processor) and its lease let go, so that this or
+// another replica claims it again.
+func (s *Source) refuseUnresolved(genCtx context.Context, pc *azeventhubs.ProcessorPartitionClient) bool {
+	err := s.takeUnresolved(pc.PartitionID())
+	if err == nil {
+		return false
+	}
+	s.closePartition(pc)
+	s.release(genCtx, pc.PartitionID())
+	s.log.Warn("partition not started: its resume position is unknown; lease given up until the next claim", "partition", pc.PartitionID(), "err", err)
+	return true
+}
+
+// partitionEnded says what the end of a partition's handler means, after
+// its reader and client are closed: a release, a loss another replica
+// caused, a give-up whose lease is freed for a replica that can serve it,
+// a restart that did not drain cleanly, or a failure of this replica,
+// which fail reports.
+func (s *Source) partitionEnded(genCtx, runCtx, pctx context.Context, p *Partition, err error, fail func(error)) {
+	switch {
+	case err == nil:
+		s.log.Info("partition released", "partition", p.id)
+	case errors.Is(err, ErrOwnershipLost):
+		// Receive or Checkpoint logged the loss
+	case errors.Is(err, ErrGiveUp):
+		s.release(genCtx, p.id)
+		s.log.Warn("partition given up; its lease is free for a replica that can serve it", "partition", p.id, "err", err)
+	case pctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		s.log.Info("partition released", "partition", p.id)
+	case p.takenOver(context.WithoutCancel(pctx)):
+		// the failure came from losing the partition (for example a
+		// sink commit undone by the new owner's recovery): not a
+		// failure of this replica
+		s.log.Warn("partition lost", "partition", p.id, "err", err)
+	case runCtx.Err() == nil && pctx.Err() != nil:
+		// stopped to be healed or for a processor restart: what it
+		// did not commit is replayed from the sink's watermark
+		s.log.Warn("partition stopped for a restart did not drain cleanly", "partition", p.id, "err", err)
+	default:
+		fail(fmt.Errorf("event hub %q partition %s: %w", s.hub, p.id, err))
+	}
 }
 
 func (s *Source) closePartition(pc *azeventhubs.ProcessorPartitionClient) {
