@@ -140,11 +140,10 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			return w.errorf("seq %d: %w", ev.SequenceNumber, err)
 		}
 		b := w.buf(d)
-		r := d.r
-		ncols := len(r.mapper.Columns())
-		if r.rules != nil {
+		if r := d.r; r.rules != nil {
 			// A connector that deletes makes one row, or one delete,
 			// per event (it does not explode).
+			ncols := len(r.mapper.Columns())
 			if b.n == len(b.rows) {
 				b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
 			}
@@ -167,46 +166,59 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			b.n++
 			continue
 		}
-		// An event makes one row, or one per element of an exploded
-		// array; an element that does not convert is a failure of its
-		// own, and the event's other rows are taken.
-		rows, err := r.mapper.Rows(ev)
-		if err != nil {
-			failed = append(failed, sinks.EventError{Index: i, Err: err})
-			continue
-		}
-		var kept *keptEvent
-		for j := range rows.Len() {
-			if b.n == len(b.rows) {
-				b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
-			}
-			row := &b.rows[b.n]
-			if err := convert(d, rows, j, row.vals[:ncols]); err != nil {
-				failed = append(failed, sinks.EventError{Index: i, Err: err})
-				continue
-			}
-			if w.s.upsert {
-				row.vals[ncols] = ev.SequenceNumber
-			}
-			row.pos = ev.Position()
-			if kept == nil {
-				k := w.keep(ev) // once per event, shared by its rows
-				kept = &k
-			}
-			row.ev = *kept
-			b.n++
+		var moved bool
+		if failed, moved = w.bufferRows(d, b, ev, i, failed); moved {
 			last = ev.SequenceNumber
 		}
-		if rows.Len() == 0 { // an empty array: no row, and the watermark moves over it
-			last = ev.SequenceNumber
-			w.skip(ev)
-		}
-		rows.Close()
 	}
 	if len(failed) > 0 {
 		return &sinks.BatchError{Failed: failed}
 	}
 	return nil
+}
+
+// bufferRows buffers the rows event ev (events[i] of the Write) maps to,
+// for a table without delete rules: one row, or one per element of an
+// exploded array. It is Write's mapping step on its own so Write reads as
+// skip, route, buffer. An element that does not convert is a failure of
+// its own, appended to failed, and the event's other rows are taken. moved
+// reports whether the watermark moves over ev: a row was buffered, or the
+// array was empty. It allocates nothing beyond the rows it buffers.
+func (w *writer) bufferRows(d *dest, b *tableBuf, ev *sinks.Event, i int, failed []sinks.EventError) (_ []sinks.EventError, moved bool) {
+	r := d.r
+	ncols := len(r.mapper.Columns())
+	rows, err := r.mapper.Rows(ev)
+	if err != nil {
+		return append(failed, sinks.EventError{Index: i, Err: err}), false
+	}
+	var kept *keptEvent
+	for j := range rows.Len() {
+		if b.n == len(b.rows) {
+			b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
+		}
+		row := &b.rows[b.n]
+		if err := convert(d, rows, j, row.vals[:ncols]); err != nil {
+			failed = append(failed, sinks.EventError{Index: i, Err: err})
+			continue
+		}
+		if w.s.upsert {
+			row.vals[ncols] = ev.SequenceNumber
+		}
+		row.pos = ev.Position()
+		if kept == nil {
+			k := w.keep(ev) // once per event, shared by its rows
+			kept = &k
+		}
+		row.ev = *kept
+		b.n++
+		moved = true
+	}
+	if rows.Len() == 0 { // an empty array: no row, and the watermark moves over it
+		moved = true
+		w.skip(ev)
+	}
+	rows.Close()
+	return failed, moved
 }
 
 // skip takes ev as an event that writes nothing (a Debezium tombstone, an
