@@ -1,0 +1,56 @@
+package connector
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// giveUp ends a partition whose sink has been unavailable for longer than
+// GiveUpAfter: what was not flushed is abandoned (the writer's Close drops
+// it; the next owner replays it from the sink's watermark) and nothing is
+// checkpointed.
+func (pr *partitionRun) giveUp(err error) error {
+	pr.log.Warn("sink unavailable for too long; giving the partition up, abandoning what was not flushed",
+		"unflushed", pr.unflushed, "watermark", posAttr(pr.watermark), "error", err)
+	return pr.r.errorf(pr.src, "%w", err)
+}
+
+// drain finishes a partition after ctx was cancelled: inHand (a batch
+// received before the stop) is written, what was written is flushed and
+// the committed watermark checkpointed, within DrainTimeout.
+func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.r.opts.DrainTimeout)
+	defer cancel()
+	if err := pr.take(dctx, inHand); err != nil {
+		return pr.r.errorf(pr.src, "%w: the batch in hand: %v", ErrDrainIncomplete, err)
+	}
+	// The causes are formatted with %v: a drain cut short by its timeout
+	// must not read as a plain cancellation (context.DeadlineExceeded).
+	if pr.written {
+		if err := pr.flush(dctx); err != nil {
+			if errors.Is(err, sinks.ErrFenced) {
+				pr.log.Warn("another writer committed this partition; not checkpointing", "error", err)
+				return nil
+			}
+			if errors.Is(err, ErrOwnershipLost) {
+				pr.log.Warn("the partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
+				return nil
+			}
+			return pr.r.errorf(pr.src, "%w: %d events after seq %s not committed (drain timeout %s): %v",
+				ErrDrainIncomplete, pr.unflushed, posText(pr.watermark), pr.r.opts.DrainTimeout, err)
+		}
+	}
+	if err := pr.checkpoint(dctx); err != nil {
+		if errors.Is(err, ErrOwnershipLost) {
+			return nil
+		}
+		return pr.r.errorf(pr.src, "%w: final checkpoint: %v", ErrDrainIncomplete, err)
+	}
+	if pr.committedNext != nil {
+		return pr.r.errorf(pr.src, "%w: final checkpoint of seq %d not written: %v", ErrDrainIncomplete, pr.committedNext.SequenceNumber, pr.ckptErr)
+	}
+	pr.log.Info("partition drained", "watermark", posAttr(pr.watermark))
+	return nil
+}

@@ -1,0 +1,139 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// mayReceive waits while the circuit breaker is open or the connector is
+// paused. It returns ctx.Err() when ctx ended first, and an error matching
+// ErrSinkUnavailable when the breaker stayed open past GiveUpAfter.
+func (pr *partitionRun) mayReceive(ctx context.Context) error {
+	for {
+		// The give-up clock runs from the first wait of this outage: a
+		// partition that receives nothing goes through here again after
+		// every open period and would otherwise never reach GiveUpAfter,
+		// holding its lease on a replica whose sink is down.
+		if pr.recvWaitSince.IsZero() || pr.r.brk.isClosed() {
+			pr.recvWaitSince = time.Now()
+		}
+		if err := pr.r.brk.waitReceive(ctx, pr.recvWaitSince, pr.r.opts.GiveUpAfter, pr.beat); err != nil {
+			return err
+		}
+		paused, changed := pr.r.opts.pause.state()
+		if !paused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// received is the result of one Receive.
+type received struct {
+	events []sinks.Event
+	err    error
+}
+
+// receiveAhead calls src.Receive in a goroutine of its own and hands each
+// result over an unbuffered channel, so that the next batch is received
+// while the partition's goroutine writes, flushes and checkpoints the
+// previous one. At most one received batch waits besides the one in hand:
+// memory stays set by the batch size. The goroutine stops after handing
+// over an error, or when ctx ends (the channel is then closed). ready is
+// called before each Receive and may wait; its error is handed over as a
+// Receive's. stop cancels the goroutine and returns once it has stopped.
+func receiveAhead(ctx context.Context, src Partition, ready func(context.Context) error) (batches <-chan received, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan received)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(out)
+		for {
+			var events []sinks.Event
+			err := ready(ctx)
+			if err == nil {
+				events, err = src.Receive(ctx)
+			}
+			select {
+			case out <- received{events: events, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	return out, func() { cancel(); wg.Wait() }
+}
+
+// errPartitionGone is hold's report of a partition another owner took.
+var errPartitionGone = errors.New("partition taken by another owner")
+
+// hold keeps a paused partition: what was written is flushed and the
+// committed watermark checkpointed (whatever the checkpoint policy), then
+// it waits, heartbeating, for resumed (closed when the pause switch
+// changes) or ctx. It returns the drain's result when ctx ends first.
+func (pr *partitionRun) hold(ctx context.Context, resumed <-chan struct{}) error {
+	var err error
+	if pr.written {
+		err = pr.flush(ctx)
+	}
+	if err == nil {
+		err = pr.checkpoint(ctx)
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return pr.drain(ctx, nil)
+	case errors.Is(err, sinks.ErrFenced), errors.Is(err, ErrOwnershipLost):
+		pr.log.Info("partition lost while pausing; abandoning what was not flushed", "error", err)
+		return errPartitionGone
+	default:
+		return err
+	}
+	pr.setPaused(true)
+	defer pr.setPaused(false)
+	pr.log.Info("partition paused", "watermark", posAttr(pr.watermark))
+	tick := time.NewTicker(beatEvery)
+	defer tick.Stop()
+	for {
+		if pr.beat != nil {
+			pr.beat()
+		}
+		select {
+		case <-ctx.Done():
+			return pr.drain(ctx, nil)
+		case <-resumed:
+			pr.log.Info("partition resumed")
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (pr *partitionRun) setPaused(p bool) {
+	pr.wmMu.Lock()
+	defer pr.wmMu.Unlock()
+	pr.stat.paused = p
+}
+
+// beatEvery is how often a waiting partition tells the watchdog it is
+// alive; far below any ownership expiration.
+const beatEvery = time.Second
+
+// heartbeat returns src's Heartbeat, or nil when it has none.
+func heartbeat(src Partition) func() {
+	if h, ok := src.(interface{ Heartbeat() }); ok {
+		return h.Heartbeat
+	}
+	return nil
+}

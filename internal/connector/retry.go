@@ -1,0 +1,114 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ehsink/ehsink/internal/backoff"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// retry runs fn until it succeeds, fails with an error not marked
+// transient, ctx ends, or MaxAttempts is reached, waiting a capped
+// exponential backoff with full jitter between attempts.
+//
+// beat (nil: none) is called while it waits, so that the source's watchdog
+// sees a partition that retries as alive.
+func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(context.Context) error) error {
+	waits := backoff.Backoff{Initial: r.opts.Retry.InitialBackoff, Max: r.opts.Retry.MaxBackoff}
+	since := time.Now()
+	var last error
+	for attempt := 1; ; attempt++ {
+		// A Write may only buffer, so its success proves nothing about the
+		// sink: it waits out an open breaker but never takes the probe.
+		var werr error
+		if what == opWrite {
+			werr = r.brk.waitReceive(ctx, since, r.opts.GiveUpAfter, beat)
+		} else {
+			werr = r.brk.acquire(ctx, since, r.opts.GiveUpAfter, beat)
+		}
+		if errors.Is(werr, ErrSinkUnavailable) {
+			return werr
+		}
+		if werr != nil {
+			if last == nil {
+				last = r.brk.lastError()
+			}
+			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", werr, last)
+		}
+		err := r.callSink(ctx, fn)
+		if errors.Is(err, ErrOwnershipLost) {
+			// refused before the sink was called (checkLease)
+			r.brk.calledOff()
+			return err
+		}
+		last = err
+		if what != opWrite || err != nil {
+			r.brk.result(err)
+			r.sinkCalled(ctx, err)
+		}
+		if err == nil || !sinks.IsTransient(err) {
+			return err
+		}
+		if r.opts.Retry.MaxAttempts > 0 && attempt >= r.opts.Retry.MaxAttempts {
+			return fmt.Errorf("giving up after %d attempts: %w", attempt, err)
+		}
+		r.opts.Metrics.retried(r.opts.Connector, what)
+		wait := waits.Jittered()
+		r.log.Warn("transient failure; retrying", "op", what, "attempt", attempt, "wait", wait, "error", err)
+		if !sleepOrChange(ctx, wait, nil, beat) {
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// callSink runs fn, one sink call, within SinkTimeout. A call that ran out
+// of that deadline while ctx (the partition's) is alive is the sink's
+// failure, not a cancellation: it comes back marked transient, so that it
+// is retried and counts for the breaker and readiness. The sink cannot
+// tell the two apart (both are context.DeadlineExceeded to it); the
+// runner, which set the deadline, can.
+func (r *Runner) callSink(ctx context.Context, fn func(context.Context) error) error {
+	if r.opts.SinkTimeout <= 0 {
+		return fn(ctx)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, r.opts.SinkTimeout, ErrSinkTimeout)
+	defer cancel()
+	err := fn(cctx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), ErrSinkTimeout) {
+		return sinks.Transient(fmt.Errorf("%w: no answer within %s (errors.sink_timeout): %w", ErrSinkTimeout, r.opts.SinkTimeout, err))
+	}
+	return err
+}
+
+// opWrite names the sink's Write in retries and metrics.
+const opWrite = "write"
+
+// sinkCalled passes the outcome of a sink call to opts.sinkCalled: a
+// call that returned, or failed on the sink's side. A rejected event is
+// the event's fault, and a cancelled call says nothing of the sink.
+func (r *Runner) sinkCalled(ctx context.Context, err error) {
+	if r.opts.sinkCalled == nil || ctx.Err() != nil {
+		return
+	}
+	var be *sinks.BatchError
+	if errors.As(err, &be) || errors.Is(err, sinks.ErrFenced) {
+		err = nil
+	}
+	r.opts.sinkCalled(err)
+}
+
+func (s RetrySpec) withDefaults() RetrySpec {
+	if s.InitialBackoff == 0 {
+		s.InitialBackoff = 200 * time.Millisecond
+	}
+	if s.MaxBackoff == 0 {
+		s.MaxBackoff = 30 * time.Second
+	}
+	if s.MaxBackoff < s.InitialBackoff {
+		s.MaxBackoff = s.InitialBackoff
+	}
+	return s
+}
