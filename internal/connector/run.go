@@ -157,13 +157,10 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		}
 	}()
 
-	store, err := startWithRetry(ctx, "checkpoint store", spec.Errors.Retry, storeTransient, func(error) {}, log, func() (azeventhubs.CheckpointStore, error) {
-		return NewCheckpointStore(ctx, spec.Checkpoint, log)
-	})
+	store, err := openStore(ctx, spec, actualNamespace, info.Namespace, log)
 	if err != nil {
 		return fail("checkpoint", err)
 	}
-	store = checkpoint.AliasNamespace(store, actualNamespace, info.Namespace)
 
 	dead, err := NewFileDeadLetters(spec.Errors.DeadLetter.Dir)
 	if err != nil {
@@ -238,6 +235,20 @@ func resolveSource(spec Spec, env *environment, log *slog.Logger) (conn secret.S
 		info.Namespace = EmulatorNamespace
 	}
 	return conn, info, actualNamespace, nil
+}
+
+// openStore opens the connector's checkpoint store, retrying while it
+// cannot be reached, and keeps checkpoints under the namespace the sink is
+// told (alias) when the namespace dialled (actual) differs, as it does for
+// the emulator.
+func openStore(ctx context.Context, spec Spec, actual, alias string, log *slog.Logger) (azeventhubs.CheckpointStore, error) {
+	store, err := startWithRetry(ctx, "checkpoint store", spec.Errors.Retry, storeTransient, func(error) {}, log, func() (azeventhubs.CheckpointStore, error) {
+		return NewCheckpointStore(ctx, spec.Checkpoint, log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.AliasNamespace(store, actual, alias), nil
 }
 
 // runnerOptions maps one connector's spec onto the partition runner's
