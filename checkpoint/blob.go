@@ -57,10 +57,10 @@ type BlobOptions struct {
 	Logger *slog.Logger
 }
 
-// DefaultBlobTryTimeout is BlobOptions.TryTimeout when zero: far above the
+// defaultBlobTryTimeout is BlobOptions.TryTimeout when zero: far above the
 // time a checkpoint or ownership blob takes to write, far below the
 // ownership expiration.
-const DefaultBlobTryTimeout = 5 * time.Second
+const defaultBlobTryTimeout = 5 * time.Second
 
 // BlobStore is the SDK's checkpoints.BlobStore (the blob layout and
 // metadata every Azure SDK reads) with ehsink's checks: SetCheckpoint
@@ -96,7 +96,7 @@ func NewBlobStore(ctx context.Context, opts BlobOptions) (*BlobStore, error) {
 		co.Transport = netdial.HTTPClient()
 	}
 	if co.Retry.TryTimeout == 0 {
-		co.Retry.TryTimeout = cmp.Or(opts.TryTimeout, DefaultBlobTryTimeout)
+		co.Retry.TryTimeout = cmp.Or(opts.TryTimeout, defaultBlobTryTimeout)
 	}
 	opts.ClientOptions = &co
 	switch {

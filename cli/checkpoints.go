@@ -15,7 +15,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/internal/connector"
-	"github.com/ehsink/ehsink/source"
 )
 
 const checkpointsUsage = `Usage: ehsink checkpoints list  -c connectors.yaml [--connector NAME] [--connection CS]
@@ -188,9 +187,6 @@ func newCheckpointSession(ctx context.Context, cfg *connector.Config, spec *conn
 		expiration: spec.Source.LoadBalancing.OwnershipExpiration}
 	if cs.group == "" {
 		cs.group = azeventhubs.DefaultConsumerGroup
-	}
-	if cs.expiration == 0 {
-		cs.expiration = source.DefaultOwnershipExpiration
 	}
 	var ep endpoint
 	t := target{connection: connOverride}

@@ -25,7 +25,7 @@ const (
 	defaultPrefetch            = 2000
 	defaultMaxWait             = time.Second
 	defaultUpdateInterval      = 10 * time.Second
-	DefaultOwnershipExpiration = time.Minute
+	defaultOwnershipExpiration = time.Minute
 )
 
 // maxPrefetch is the largest Prefetch the SDK accepts, and the largest
@@ -154,7 +154,7 @@ func (o Options) WithDefaults() Options {
 		o.UpdateInterval = defaultUpdateInterval
 	}
 	if o.OwnershipExpiration == 0 {
-		o.OwnershipExpiration = DefaultOwnershipExpiration
+		o.OwnershipExpiration = defaultOwnershipExpiration
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
