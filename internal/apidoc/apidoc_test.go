@@ -37,6 +37,7 @@ func TestPublicAPIDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked := 0
+	exported := map[string]int{} // package directory -> its top-level exported declarations
 	for _, dir := range dirs {
 		fset := token.NewFileSet()
 		pkgs, err := parsePackages(fset, dir)
@@ -55,7 +56,17 @@ func TestPublicAPIDocumented(t *testing.T) {
 			if !hasPackageDoc(files) {
 				t.Errorf("%s: package %s has no package comment", rel, name)
 			}
+			exported[rel] += countExported(files)
 		}
+	}
+	// Every exported name outside internal/ is a promise to custom-sink and
+	// custom-binary authors: the public API stays small.
+	total := 0
+	for _, n := range exported {
+		total += n
+	}
+	if total > maxPublicAPI {
+		t.Errorf("%d top-level exported declarations outside internal/ (at most %d: move what users do not import under internal/): %v", total, maxPublicAPI, exported)
 	}
 	if checked < 10 {
 		t.Fatalf("checked %d packages under %s; the walk is broken", checked, root)
@@ -65,6 +76,42 @@ func TestPublicAPIDocumented(t *testing.T) {
 type missing struct {
 	pos  token.Position
 	what string
+}
+
+// maxPublicAPI bounds the top-level exported declarations (funcs, types,
+// consts, vars; methods and fields not counted) of the packages outside
+// internal/ directories.
+const maxPublicAPI = 100
+
+// countExported counts the top-level exported declarations of files.
+func countExported(files []*ast.File) int {
+	n := 0
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.IsExported() {
+					n++
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch sp := spec.(type) {
+					case *ast.TypeSpec:
+						if sp.Name.IsExported() {
+							n++
+						}
+					case *ast.ValueSpec:
+						for _, id := range sp.Names {
+							if id.IsExported() {
+								n++
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 // parsePackages parses the non-test Go files of dir, by package name.
