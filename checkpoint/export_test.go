@@ -11,3 +11,13 @@ var (
 	ErrIncompleteCheckpoint = errIncompleteCheckpoint
 	ErrInvalidName          = errInvalidName
 )
+
+// Where a resume position came from, for the external tests.
+type Source = origin
+
+// The origins, for the external tests.
+const (
+	FromStart      = fromStart
+	FromCheckpoint = fromCheckpoint
+	FromWatermark  = fromWatermark
+)

@@ -6,29 +6,29 @@ import (
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// Source says where a partition's resume position came from.
-type Source int
+// origin says where a partition's resume position came from.
+type origin int
 
 const (
-	// FromStart means there is neither a checkpoint nor a watermark: the
+	// fromStart means there is neither a checkpoint nor a watermark: the
 	// connector's configured start position applies.
-	FromStart Source = iota
-	// FromCheckpoint means the stored checkpoint is the later position (or
+	fromStart origin = iota
+	// fromCheckpoint means the stored checkpoint is the later position (or
 	// the only one, or the two cannot be ordered).
-	FromCheckpoint
-	// FromWatermark means the sink's committed watermark is later than the
+	fromCheckpoint
+	// fromWatermark means the sink's committed watermark is later than the
 	// stored checkpoint (or there is no checkpoint).
-	FromWatermark
+	fromWatermark
 )
 
 // String names the source for logs.
-func (s Source) String() string {
+func (s origin) String() string {
 	switch s {
-	case FromStart:
+	case fromStart:
 		return "start"
-	case FromCheckpoint:
+	case fromCheckpoint:
 		return "checkpoint"
-	case FromWatermark:
+	case fromWatermark:
 		return "watermark"
 	default:
 		return "unknown"
@@ -38,15 +38,20 @@ func (s Source) String() string {
 // ResumePoint is the last event of a partition already processed: the
 // partition resumes right after it.
 type ResumePoint struct {
-	// SequenceNumber of the last processed event; nil with FromStart, or for
+	// SequenceNumber of the last processed event; nil with fromStart, or for
 	// a checkpoint that only has an offset.
 	SequenceNumber *int64
 	// Offset of the last processed event; nil when it is not known (a
 	// watermark that only has a sequence number).
 	Offset *string
-	// Source says which input won.
-	Source Source
+	// Source says which input won: "start", "checkpoint" or "watermark"
+	// (its String).
+	Source origin
 }
+
+// FromStart reports that there is neither a checkpoint nor a watermark:
+// the connector's configured start position applies.
+func (r ResumePoint) FromStart() bool { return r.Source == fromStart }
 
 // StartPosition returns where a partition client should start, the way the
 // SDK's Processor turns a checkpoint into one: after the offset when it is
@@ -85,16 +90,16 @@ func Resume(cp *azeventhubs.Checkpoint, watermark *sinks.Position) ResumePoint {
 	}
 	switch {
 	case cp == nil && watermark == nil:
-		return ResumePoint{Source: FromStart}
+		return ResumePoint{Source: fromStart}
 	case watermark == nil || (cp != nil && cp.SequenceNumber == nil):
-		return ResumePoint{SequenceNumber: cp.SequenceNumber, Offset: cp.Offset, Source: FromCheckpoint}
+		return ResumePoint{SequenceNumber: cp.SequenceNumber, Offset: cp.Offset, Source: fromCheckpoint}
 	case cp == nil || watermark.SequenceNumber > *cp.SequenceNumber:
 		seq := watermark.SequenceNumber
-		return ResumePoint{SequenceNumber: &seq, Offset: offsetOf(watermark), Source: FromWatermark}
+		return ResumePoint{SequenceNumber: &seq, Offset: offsetOf(watermark), Source: fromWatermark}
 	case watermark.SequenceNumber == *cp.SequenceNumber && cp.Offset == nil:
-		return ResumePoint{SequenceNumber: cp.SequenceNumber, Offset: offsetOf(watermark), Source: FromCheckpoint}
+		return ResumePoint{SequenceNumber: cp.SequenceNumber, Offset: offsetOf(watermark), Source: fromCheckpoint}
 	default:
-		return ResumePoint{SequenceNumber: cp.SequenceNumber, Offset: cp.Offset, Source: FromCheckpoint}
+		return ResumePoint{SequenceNumber: cp.SequenceNumber, Offset: cp.Offset, Source: fromCheckpoint}
 	}
 }
 

@@ -3,7 +3,6 @@ package source
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -46,14 +45,6 @@ import (
 // so that it returns as soon as the partition has one; the watchdog sees
 // heartbeats meanwhile.
 const readerAttachWait = 10 * time.Second
-
-// DefaultConnections returns the number of connections partitions are
-// received on when Options.Connections is zero: one per partition up to
-// one per core (GOMAXPROCS), since a connection beyond that has no core
-// to decode on.
-func DefaultConnections(partitions int) int {
-	return max(1, min(partitions, runtime.GOMAXPROCS(0)))
-}
 
 // receiver is what Partition.Receive reads from: the processor's partition
 // client or a reader's.

@@ -31,7 +31,7 @@ func TestConnections(t *testing.T) {
 				t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
 			}
 			store := fileStore(t)
-			src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", MaxEvents: 300, Connections: conns})
+			src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Settings: source.Settings{Connections: conns, Batch: source.Batch{MaxEvents: 300}, LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 			rec := newRecorder(total)
 			var mu sync.Mutex
 			var loads [][]int
@@ -91,7 +91,7 @@ func TestConnections(t *testing.T) {
 			if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: 400, Keys: 50, Seed: 4}); err != nil || n != 400 {
 				t.Fatalf("Demo sent %d, %v; want 400", n, err)
 			}
-			src2 := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", MaxEvents: 300, Connections: conns})
+			src2 := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Settings: source.Settings{Connections: conns, Batch: source.Batch{MaxEvents: 300}, LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 			rec2 := newRecorder(400)
 			r2 := run(t, ctx, src2, rec2.handle)
 			waitFor(t, ctx, rec2.reached, r2, "400 new events", func() string { return fmt.Sprintf("%d received", rec2.count()) })
@@ -111,7 +111,7 @@ func TestConnections(t *testing.T) {
 // is refused with the option's name.
 func TestConnectionsValidated(t *testing.T) {
 	for _, n := range []int{-1, source.MaxConnections + 1} {
-		err := source.Options{Connection: "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=h", Store: fileStore(t), Connections: n}.Validate()
+		err := source.Options{Connection: "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=h", Store: fileStore(t), Settings: source.Settings{Connections: n}}.Validate()
 		if err == nil || !strings.Contains(err.Error(), "connections:") {
 			t.Errorf("Connections %d: %v, want an error naming connections", n, err)
 		}

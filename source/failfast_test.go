@@ -54,7 +54,7 @@ func TestNewFailsFast(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src, err := source.New(ctx, source.Options{Connection: secretOf(tt.conn), ConsumerGroup: tt.group, Store: fileStore(t)})
+			src, err := source.New(ctx, source.Options{Connection: secretOf(tt.conn), Store: fileStore(t), Settings: source.Settings{ConsumerGroup: tt.group}})
 			if tt.says == nil {
 				if err != nil {
 					t.Fatalf("New: %v", err)

@@ -226,9 +226,9 @@ func (s *Source) healed(reason string) {
 // handler silent for longer than the ownership expiration plus the batch
 // wait is cancelled. Each stall is logged at ERROR once.
 func (s *Source) watch(ctx context.Context, restart context.CancelCauseFunc) {
-	unreadAfter := s.opts.OwnershipExpiration
-	silentAfter := s.opts.OwnershipExpiration + s.opts.MaxWait
-	t := time.NewTicker(s.opts.UpdateInterval)
+	unreadAfter := s.opts.LoadBalancing.OwnershipExpiration
+	silentAfter := s.opts.LoadBalancing.OwnershipExpiration + s.opts.Batch.MaxWait
+	t := time.NewTicker(s.opts.LoadBalancing.UpdateInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -263,7 +263,7 @@ func (s *Source) watch(ctx context.Context, restart context.CancelCauseFunc) {
 		s.mu.Unlock()
 		for _, p := range silent {
 			err := fmt.Errorf("event hub %q partition %s: the handler neither received nor reported progress for %s (bound: ownership_expiration %s + max_wait %s)",
-				s.hub, p.id, now.Sub(p.lastBeat()).Round(time.Second), s.opts.OwnershipExpiration, s.opts.MaxWait)
+				s.hub, p.id, now.Sub(p.lastBeat()).Round(time.Second), s.opts.LoadBalancing.OwnershipExpiration, s.opts.Batch.MaxWait)
 			s.log.Error("partition stalled; reopening it", "partition", p.id, "reason", healSilent, "cause", err)
 			s.healed(healSilent)
 			p.cancel(err)

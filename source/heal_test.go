@@ -108,14 +108,11 @@ func TestClaimSurvivesPartitionPropertiesFailures(t *testing.T) {
 		healMu sync.Mutex
 		heals  []string
 	)
-	opts := source.WithoutClientRetries(source.Options{
-		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy", Watermark: wm,
-		OnHeal: func(reason string) {
-			healMu.Lock()
-			heals = append(heals, reason)
-			healMu.Unlock()
-		},
-	})
+	opts := source.WithoutClientRetries(source.Options{Connection: secretOf(conn), Store: fileStore(t), Watermark: wm, OnHeal: func(reason string) {
+		healMu.Lock()
+		heals = append(heals, reason)
+		healMu.Unlock()
+	}, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	src := newSource(t, ctx, opts)
 	srv.FailPartitionProperties(12)
 	r := run(t, ctx, src, rec.handle)
@@ -158,14 +155,11 @@ func TestWatchdogHealsUnreadPartitions(t *testing.T) {
 	rec := newReadToEnd(t, ctx, conn, 0)
 	var mu sync.Mutex
 	heals := map[string]int{}
-	src := newSource(t, ctx, source.Options{
-		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy",
-		OnHeal: func(reason string) {
-			mu.Lock()
-			heals[reason]++
-			mu.Unlock()
-		},
-	})
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), OnHeal: func(reason string) {
+		mu.Lock()
+		heals[reason]++
+		mu.Unlock()
+	}, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	source.InjectListCheckpointsErrors(src, 4, true) // every retry of the first listing
 	r := run(t, ctx, src, rec.handle)
 	waitFor(t, ctx, rec.done, r, "every partition read to its end", rec.missing)
@@ -191,14 +185,11 @@ func TestWatchdogReopensSilentPartition(t *testing.T) {
 	rec := newReadToEnd(t, ctx, conn, 0)
 	var mu sync.Mutex
 	heals := map[string]int{}
-	src := newSource(t, ctx, source.Options{
-		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy",
-		OnHeal: func(reason string) {
-			mu.Lock()
-			heals[reason]++
-			mu.Unlock()
-		},
-	})
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), OnHeal: func(reason string) {
+		mu.Lock()
+		heals[reason]++
+		mu.Unlock()
+	}, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	var stuck sync.Once
 	handle := func(ctx context.Context, p *source.Partition) error {
 		hung := false
@@ -249,7 +240,7 @@ func TestHandlerGivesPartitionUp(t *testing.T) {
 	_, conn := ordersWithDemo(t, ctx, 2, produce.DemoOptions{Count: 100, Keys: 10, Seed: 10})
 	rec := newReadToEnd(t, ctx, conn, 0)
 	store := &releaseRecorder{CheckpointStore: fileStore(t)}
-	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy"})
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	var once sync.Once
 	handle := func(ctx context.Context, p *source.Partition) error {
 		first := false
@@ -333,15 +324,12 @@ func TestWatchdogWaitsForSlowClaims(t *testing.T) {
 	srv, conn := ordersWithDemo(t, ctx, 4, produce.DemoOptions{Count: 400, Keys: 20, Seed: 11})
 	rec := newReadToEnd(t, ctx, conn, 0)
 	healed := make(chan string, 1)
-	src := newSource(t, ctx, source.Options{
-		Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy",
-		OnHeal: func(reason string) {
-			select {
-			case healed <- reason:
-			default:
-			}
-		},
-	})
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), OnHeal: func(reason string) {
+		select {
+		case healed <- reason:
+		default:
+		}
+	}, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	// 4 links at 1.5s each: past the 3s ownership expiration of the test
 	// sources, below twice the expiration
 	srv.SetLatency(1500 * time.Millisecond)

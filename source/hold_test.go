@@ -41,8 +41,7 @@ func TestHoldClaimsLeavesPartitionsToOthers(t *testing.T) {
 	store := fileStore(t)
 	rounds := &roundCounter{CheckpointStore: store, second: make(chan struct{})}
 	var aClaims atomic.Int32
-	a := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: rounds, Strategy: "greedy", InstanceID: "a",
-		HoldClaims: func() bool { return true }})
+	a := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: rounds, InstanceID: "a", HoldClaims: func() bool { return true }, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	ra := run(t, ctx, a, func(ctx context.Context, p *source.Partition) error {
 		aClaims.Add(1)
 		<-ctx.Done()
@@ -54,7 +53,7 @@ func TestHoldClaimsLeavesPartitionsToOthers(t *testing.T) {
 	}
 
 	rec := newReadToEnd(t, ctx, conn, 0)
-	b := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", InstanceID: "b"})
+	b := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, InstanceID: "b", Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	rb := run(t, ctx, b, rec.handle)
 	waitFor(t, ctx, rec.done, rb, "replica B reading every partition to its end", rec.missing)
 	if err := rb.stop(); err != nil {
@@ -74,7 +73,7 @@ func TestHoldClaimsLeavesPartitionsToOthers(t *testing.T) {
 func TestLeaseExpiryFollowsRenewals(t *testing.T) {
 	ctx := testContext(t)
 	_, conn := ordersWithDemo(t, ctx, 1, produce.DemoOptions{Count: 10, Keys: 5, Seed: 13})
-	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Strategy: "greedy"})
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	moved := make(chan struct{})
 	r := run(t, ctx, src, func(ctx context.Context, p *source.Partition) error {
 		start := time.Now()

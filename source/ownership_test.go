@@ -70,11 +70,11 @@ func TestOwnershipLostMidBatch(t *testing.T) {
 		}
 	}
 
-	srcA := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", MaxEvents: 50, InstanceID: "replica-a"})
+	srcA := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, InstanceID: "replica-a", Settings: source.Settings{Batch: source.Batch{MaxEvents: 50}, LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	runA := run(t, ctx, srcA, recA.handle)
 	waitFor(t, ctx, aBoth, runA, "A to own both partitions", func() string { return fmt.Sprint(recA.claims) })
 
-	srcB := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, MaxEvents: 50, InstanceID: "replica-b"})
+	srcB := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, InstanceID: "replica-b", Settings: source.Settings{Batch: source.Batch{MaxEvents: 50}}})
 	runB := run(t, ctx, srcB, recB.handle)
 	waitFor(t, ctx, all, runB, "every event", func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprintf("%d of %d", len(seen), total) })
 

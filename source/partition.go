@@ -71,14 +71,14 @@ func (p *Partition) LeaseExpiry() (at time.Time, ok bool) {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
 	sent, ok := p.s.renewed[p.id]
-	return sent.Add(p.s.opts.OwnershipExpiration), ok
+	return sent.Add(p.s.opts.LoadBalancing.OwnershipExpiration), ok
 }
 
 // beatWhile heartbeats until the returned function is called.
 func (p *Partition) beatWhile() (stop func()) {
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(p.s.opts.OwnershipExpiration / 4)
+		t := time.NewTicker(p.s.opts.LoadBalancing.OwnershipExpiration / 4)
 		defer t.Stop()
 		for {
 			select {
@@ -106,7 +106,7 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 	}
 	p.Heartbeat()
 	defer p.Heartbeat()
-	wait, count := p.s.opts.MaxWait, p.s.opts.MaxEvents
+	wait, count := p.s.opts.Batch.MaxWait, p.s.opts.Batch.MaxEvents
 	if p.attaching {
 		wait, count = max(wait, readerAttachWait), 1
 		defer p.beatWhile()()
@@ -168,7 +168,7 @@ func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
 	}
 	for _, o := range owners {
 		if o.PartitionID == p.id && o.OwnerID != s.owner && o.OwnerID != "" &&
-			time.Since(o.LastModifiedTime) < s.opts.OwnershipExpiration {
+			time.Since(o.LastModifiedTime) < s.opts.LoadBalancing.OwnershipExpiration {
 			p.lost.Store(true)
 			s.log.Warn("partition lost", "partition", p.id, "new_owner", o.OwnerID, "at", "checkpoint")
 			return p.lostErr(nil)
@@ -207,7 +207,7 @@ func (p *Partition) takenOver(ctx context.Context) bool {
 	}
 	for _, o := range owners {
 		if o.PartitionID == p.id && o.OwnerID != s.owner && o.OwnerID != "" &&
-			time.Since(o.LastModifiedTime) < s.opts.OwnershipExpiration {
+			time.Since(o.LastModifiedTime) < s.opts.LoadBalancing.OwnershipExpiration {
 			return true
 		}
 	}

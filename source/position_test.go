@@ -115,10 +115,13 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad start", func(o *Options) { o.Start = "soon" }, "start:"},
 		{"bad partition start", func(o *Options) { o.StartPartitions = map[string]string{"2": "seq:x"} }, "start_partitions.2:"},
 		{"bad policy", func(o *Options) { o.OnInvalidCheckpoint = "skip" }, "on_invalid_checkpoint"},
-		{"bad strategy", func(o *Options) { o.Strategy = "fair" }, "load_balancing.strategy:"},
+		{"bad strategy", func(o *Options) { o.LoadBalancing.Strategy = "fair" }, "load_balancing.strategy:"},
 		{"prefetch over the SDK limit", func(o *Options) { o.Prefetch = 9000 }, "prefetch: 9000 exceeds 5000"},
-		{"expiration too short", func(o *Options) { o.UpdateInterval = 10 * time.Second; o.OwnershipExpiration = 15 * time.Second }, "load_balancing.ownership_expiration: 15s is less than twice update_interval"},
-		{"max wait too long", func(o *Options) { o.MaxWait = 2 * time.Minute }, "max_wait"},
+		{"expiration too short", func(o *Options) {
+			o.LoadBalancing.UpdateInterval = 10 * time.Second
+			o.LoadBalancing.OwnershipExpiration = 15 * time.Second
+		}, "load_balancing.ownership_expiration: 15s is less than twice update_interval"},
+		{"max wait too long", func(o *Options) { o.Batch.MaxWait = 2 * time.Minute }, "max_wait"},
 		{"no store", func(o *Options) { o.Store = nil }, "checkpoint store"},
 	}
 	for _, tt := range tests {

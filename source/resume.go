@@ -105,7 +105,7 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 		// renewal is tried again before the lease runs out.
 		sent := time.Now()
 		got, err = retryStore(ctx, r.s, "claim ownership", func() ([]azeventhubs.Ownership, error) {
-			actx, cancel := context.WithTimeout(ctx, r.s.opts.UpdateInterval)
+			actx, cancel := context.WithTimeout(ctx, r.s.opts.LoadBalancing.UpdateInterval)
 			defer cancel()
 			return r.CheckpointStore.ClaimOwnership(actx, owns, opts)
 		})
@@ -200,7 +200,7 @@ func (r *resumeStore) ListCheckpoints(ctx context.Context, ns, hub, cg string, o
 	// The processor renews no lease until every claim of this round has a
 	// start position: the work is bounded well inside the ownership
 	// expiration, and what is not done by then is tried at the next claim.
-	bctx, cancel := context.WithTimeout(ctx, r.s.opts.OwnershipExpiration/3)
+	bctx, cancel := context.WithTimeout(ctx, r.s.opts.LoadBalancing.OwnershipExpiration/3)
 	defer cancel()
 	if listErr != nil {
 		for _, id := range ids {
@@ -398,7 +398,7 @@ func (r *resumeStore) resumeAfter(ctx context.Context, id string, cp *azeventhub
 	s := r.s
 	rp := checkpoint.Resume(cp, wm)
 	switch {
-	case rp.Source == checkpoint.FromStart:
+	case rp.FromStart():
 		s.noteStart(id, "from", s.startFor(id))
 		return nil, nil
 	case rp.SequenceNumber == nil:

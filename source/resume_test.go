@@ -86,7 +86,7 @@ func TestInvalidCheckpointPolicies(t *testing.T) {
 		t.Run(tt.policy, func(t *testing.T) {
 			store := fileStore(t)
 			setCheckpoint(t, ctx, store, conn, "orders", "0", 5000)
-			src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, OnInvalidCheckpoint: tt.policy})
+			src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Settings: source.Settings{OnInvalidCheckpoint: tt.policy}})
 			rec := newRecorder(1)
 			r := run(t, ctx, src, rec.handle)
 			if tt.policy == "latest" {

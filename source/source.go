@@ -99,10 +99,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := opts.Connections; n > 1 || (n == 0 && DefaultConnections(partitions) > 1) {
-		if n == 0 {
-			n = DefaultConnections(partitions)
-		}
+	if n := opts.ConnectionsFor(partitions); n > 1 {
 		if s.readers, err = s.newReaders(ctx, n); err != nil {
 			return nil, err
 		}
@@ -271,14 +268,14 @@ func (s *Source) Run(ctx context.Context, handle func(ctx context.Context, p *Pa
 		errMu.Unlock()
 		stop(err)
 	}
-	restarts := backoff.Backoff{Initial: restartBackoff, Max: s.opts.OwnershipExpiration}
+	restarts := backoff.Backoff{Initial: restartBackoff, Max: s.opts.LoadBalancing.OwnershipExpiration}
 	for {
 		began := time.Now()
 		cause := s.runProcessor(ctx, runCtx, handle, fail)
 		if cause == nil || runCtx.Err() != nil {
 			break
 		}
-		if time.Since(began) > s.opts.OwnershipExpiration {
+		if time.Since(began) > s.opts.LoadBalancing.OwnershipExpiration {
 			restarts.Reset() // it had recovered in between
 		}
 		wait := time.Duration(0)
@@ -459,9 +456,9 @@ func (s *Source) processorOptions() *azeventhubs.ProcessorOptions {
 	}
 	prefetch := int32(s.opts.Prefetch)
 	return &azeventhubs.ProcessorOptions{
-		LoadBalancingStrategy:       azeventhubs.ProcessorStrategy(strings.ToLower(s.opts.Strategy)),
-		UpdateInterval:              s.opts.UpdateInterval,
-		PartitionExpirationDuration: s.opts.OwnershipExpiration,
+		LoadBalancingStrategy:       azeventhubs.ProcessorStrategy(strings.ToLower(s.opts.LoadBalancing.Strategy)),
+		UpdateInterval:              s.opts.LoadBalancing.UpdateInterval,
+		PartitionExpirationDuration: s.opts.LoadBalancing.OwnershipExpiration,
 		StartPositions:              azeventhubs.StartPositions{Default: def, PerPartition: per},
 		Prefetch:                    prefetch,
 	}

@@ -201,12 +201,12 @@ func run(t *testing.T, ctx context.Context, src *source.Source, handle func(cont
 
 func newSource(t *testing.T, ctx context.Context, opts source.Options) *source.Source {
 	t.Helper()
-	if opts.UpdateInterval == 0 {
-		opts.UpdateInterval = 500 * time.Millisecond
-		opts.OwnershipExpiration = 3 * time.Second
+	if opts.LoadBalancing.UpdateInterval == 0 {
+		opts.LoadBalancing.UpdateInterval = 500 * time.Millisecond
+		opts.LoadBalancing.OwnershipExpiration = 3 * time.Second
 	}
-	if opts.MaxWait == 0 {
-		opts.MaxWait = 200 * time.Millisecond
+	if opts.Batch.MaxWait == 0 {
+		opts.Batch.MaxWait = 200 * time.Millisecond
 	}
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
@@ -374,7 +374,7 @@ func deliversOnceAndResumes(t *testing.T, newStore func(*testing.T) azeventhubs.
 	}
 	store := newStore(t)
 
-	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy", MaxEvents: 300})
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Settings: source.Settings{Batch: source.Batch{MaxEvents: 300}, LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	rec := newRecorder(total)
 	r := run(t, ctx, src, rec.handle)
 	waitFor(t, ctx, rec.reached, r, "10,000 events", func() string { return fmt.Sprintf("%d received", rec.count()) })
@@ -411,7 +411,7 @@ func deliversOnceAndResumes(t *testing.T, newStore func(*testing.T) azeventhubs.
 	if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: more, Keys: 50, Seed: 8}); err != nil || n != more {
 		t.Fatalf("Demo sent %d, %v", n, err)
 	}
-	src2 := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Strategy: "greedy"})
+	src2 := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: store, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	rec2 := newRecorder(more)
 	r2 := run(t, ctx, src2, rec2.handle)
 	waitFor(t, ctx, rec2.reached, r2, "the events sent after the restart", func() string { return fmt.Sprintf("%d received", rec2.count()) })
@@ -476,7 +476,7 @@ func TestStoreBlipsDoNotStopTheSource(t *testing.T) {
 		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
 	}
 	flaky := &flakyStore{CheckpointStore: fileStore(t)}
-	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: flaky, Strategy: "greedy"})
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: flaky, Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
 	rec := newRecorder(total)
 	r := run(t, ctx, src, rec.handle)
 	waitFor(t, ctx, rec.reached, r, "every event", func() string { return fmt.Sprintf("%d received", rec.count()) })

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/ehsink/ehsink/source"
 )
 
 // The defaults written on the fields of spec.go, in one place.
@@ -88,7 +86,7 @@ func (s *Spec) withDefaults() {
 	if src.Namespace != "" && src.Credential == "" {
 		src.Credential = defaultCredential
 	}
-	src.setSettings(src.options().WithDefaults())
+	src.Settings = src.Settings.WithDefaults()
 
 	cp := &s.Checkpoint
 	if cp.Blob != nil {
@@ -144,32 +142,4 @@ func (b CircuitBreakerSpec) withDefaults() CircuitBreakerSpec {
 		b.MaxProbeInterval = defaultMaxProbeInterval
 	}
 	return b
-}
-
-// options returns the settings of s as the source takes them. The source
-// owns their defaults (Options.WithDefaults) and checks
-// (Options.ValidateSettings); the connector only carries them from the
-// YAML block to the source and back.
-func (s *SourceSpec) options() source.Options {
-	return source.Options{
-		ConsumerGroup:       s.ConsumerGroup,
-		Start:               s.Start,
-		StartPartitions:     s.StartPartitions,
-		OnInvalidCheckpoint: s.OnInvalidCheckpoint,
-		MaxEvents:           s.Batch.MaxEvents,
-		MaxWait:             s.Batch.MaxWait,
-		Prefetch:            s.Prefetch,
-		Connections:         s.Connections,
-		Strategy:            s.LoadBalancing.Strategy,
-		UpdateInterval:      s.LoadBalancing.UpdateInterval,
-		OwnershipExpiration: s.LoadBalancing.OwnershipExpiration,
-	}
-}
-
-// setSettings sets the settings of s from o (see options).
-func (s *SourceSpec) setSettings(o source.Options) {
-	s.ConsumerGroup, s.Start, s.StartPartitions, s.OnInvalidCheckpoint = o.ConsumerGroup, o.Start, o.StartPartitions, o.OnInvalidCheckpoint
-	s.Batch = BatchSpec{MaxEvents: o.MaxEvents, MaxWait: o.MaxWait}
-	s.Prefetch, s.Connections = o.Prefetch, o.Connections
-	s.LoadBalancing = LoadBalancingSpec{Strategy: o.Strategy, UpdateInterval: o.UpdateInterval, OwnershipExpiration: o.OwnershipExpiration}
 }

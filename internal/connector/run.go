@@ -283,7 +283,7 @@ func runnerOptions(cfg *Config, spec Spec, sink sinks.Sink, sinkCfg any, dead *F
 // connection string it builds the default Azure credential; its error is
 // the only one returned.
 func sourceOptions(spec Spec, conn secret.String, store azeventhubs.CheckpointStore, runner *Runner, sink sinks.Sink, met *Metrics, log *slog.Logger) (source.Options, error) {
-	srcOpts := spec.Source.options()
+	srcOpts := source.Options{Settings: spec.Source.Settings}
 	srcOpts.Connection, srcOpts.Namespace, srcOpts.EventHub = conn, spec.Source.Namespace, spec.Source.EventHub
 	srcOpts.Store = store
 	srcOpts.Claim = claimWriter(runner, sink)

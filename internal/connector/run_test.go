@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/source"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -73,7 +74,7 @@ func TestRunEndToEnd(t *testing.T) {
 		},
 		Connectors: []Spec{{
 			Name:       "orders",
-			Source:     SourceSpec{Connection: "emulator", EventHub: "orders", Start: "earliest", Batch: BatchSpec{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: LoadBalancingSpec{UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}},
+			Source:     SourceSpec{Connection: "emulator", EventHub: "orders", Settings: source.Settings{Start: "earliest", Batch: source.Batch{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: source.LoadBalancing{UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}}},
 			Checkpoint: CheckpointSpec{File: &FileCheckpointSpec{Dir: filepath.Join(dir, "checkpoints")}},
 			Sink:       SinkSpec{Type: "memory"},
 			Errors:     ErrorsSpec{DeadLetter: DeadLetterSpec{Dir: filepath.Join(dir, "dead")}},
@@ -174,7 +175,7 @@ func TestRunIsolatesAPermanentFailure(t *testing.T) {
 	var reg sinks.Registry
 	reg.Register("memory", sink.Driver())
 	reg.Register("refusing", refusingDriver{})
-	src := SourceSpec{Connection: "emulator", EventHub: "orders", Start: "earliest", Batch: BatchSpec{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: LoadBalancingSpec{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}}
+	src := SourceSpec{Connection: "emulator", EventHub: "orders", Settings: source.Settings{Start: "earliest", Batch: source.Batch{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: source.LoadBalancing{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}}}
 	cfg := &Config{
 		DrainTimeout: 10 * time.Second,
 		Emulator:     &EmulatorSpec{Hubs: map[string]int{"orders": 2}, Demo: &DemoSpec{Count: 300, Rate: 1e6, Keys: 10}},
@@ -282,7 +283,7 @@ func TestRunOpensSinkOncePerClaim(t *testing.T) {
 		},
 		Connectors: []Spec{{
 			Name:       "orders",
-			Source:     SourceSpec{Connection: "emulator", EventHub: "orders", Start: "earliest", Batch: BatchSpec{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: LoadBalancingSpec{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}},
+			Source:     SourceSpec{Connection: "emulator", EventHub: "orders", Settings: source.Settings{Start: "earliest", Batch: source.Batch{MaxEvents: 100, MaxWait: 200 * time.Millisecond}, LoadBalancing: source.LoadBalancing{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 5 * time.Second}}},
 			Checkpoint: CheckpointSpec{File: &FileCheckpointSpec{Dir: filepath.Join(dir, "checkpoints")}},
 			Sink:       SinkSpec{Type: "counting"},
 			Errors:     ErrorsSpec{DeadLetter: DeadLetterSpec{Dir: filepath.Join(dir, "dead")}},

@@ -3,6 +3,7 @@ package connector
 import (
 	"errors"
 	"fmt"
+	"github.com/ehsink/ehsink/source"
 	"os"
 	"strings"
 	"time"
@@ -128,51 +129,11 @@ type SourceSpec struct {
 	Credential string `yaml:"credential"`
 	// EventHub is the event hub name. Required unless the connection string has EntityPath.
 	EventHub string `yaml:"eventhub"`
-	// ConsumerGroup is the consumer group. If empty, $Default.
-	ConsumerGroup string `yaml:"consumer_group"`
-	// Start is where a partition with no checkpoint starts: earliest, latest,
-	// an RFC 3339 enqueued time, or a sequence number (seq:N). If empty, earliest.
-	Start string `yaml:"start"`
-	// StartPartitions overrides Start per partition ID.
-	StartPartitions map[string]string `yaml:"start_partitions"`
-	// OnInvalidCheckpoint says what to do when a checkpoint points past the
-	// end of a partition or before its retained start: fail, earliest or
-	// latest. If empty, fail.
-	OnInvalidCheckpoint string `yaml:"on_invalid_checkpoint"`
-	// Batch bounds each batch handed to the sink.
-	Batch BatchSpec `yaml:"batch"`
-	// Prefetch is the number of events the client keeps ready per partition.
-	// If zero, 2000 (as many as a batch, so that a batch does not wait for
-	// credit round trips); negative disables prefetch.
-	Prefetch int `yaml:"prefetch"`
-	// Connections is the number of AMQP connections the connector receives
-	// its partitions on, each partition on one of them. If zero, one per
-	// partition up to GOMAXPROCS; 1 reads every partition on the
-	// connection that also keeps the ownership leases.
-	Connections int `yaml:"connections"`
-	// LoadBalancing configures how replicas share partitions.
-	LoadBalancing LoadBalancingSpec `yaml:"load_balancing"`
-}
-
-// BatchSpec bounds a batch.
-type BatchSpec struct {
-	// MaxEvents is the most events in one batch. If zero, 2000 (measured:
-	// at 500, flushes and checkpoints cost a quarter more CPU per event).
-	MaxEvents int `yaml:"max_events"`
-	// MaxWait is how long to wait to fill a batch before handing over what
-	// arrived. If zero, 1s.
-	MaxWait time.Duration `yaml:"max_wait"`
-}
-
-// LoadBalancingSpec configures the processor's partition ownership.
-type LoadBalancingSpec struct {
-	// Strategy is balanced or greedy. If empty, balanced.
-	Strategy string `yaml:"strategy"`
-	// UpdateInterval is how often ownership is renewed and rebalanced. If zero, 10s.
-	UpdateInterval time.Duration `yaml:"update_interval"`
-	// OwnershipExpiration is how long an ownership lasts without renewal. If
-	// zero, 60s. It must be at least twice UpdateInterval.
-	OwnershipExpiration time.Duration `yaml:"ownership_expiration"`
+	// Settings are the source's settings (consumer_group, start,
+	// start_partitions, on_invalid_checkpoint, batch, prefetch,
+	// connections, load_balancing): package source owns their keys,
+	// defaults and checks.
+	source.Settings `yaml:",inline"`
 }
 
 // CheckpointSpec configures the checkpoint store and policy. Exactly one of

@@ -145,7 +145,7 @@ func (s *SourceSpec) validate(path string, emu *EmulatorSpec, p *problems) {
 	}
 	// The settings are the source's: it checks them, naming the keys of
 	// this block, for validate here and for run in source.New alike.
-	for _, e := range config.Errors(config.Prefix(path, s.options().ValidateSettings())) {
+	for _, e := range config.Errors(config.Prefix(path, s.Settings.Validate())) {
 		*p = append(*p, e)
 	}
 }

@@ -114,7 +114,7 @@ func BenchmarkE2E(b *testing.B) {
 	// The source ceiling is the raw drain over as many connections as
 	// ehsink opens by default; with more than one, the single-connection
 	// drain is measured too.
-	defConns := source.DefaultConnections(partitions)
+	defConns := source.Settings{}.ConnectionsFor(partitions)
 	medianDrain := func(n int) (result, []result) {
 		var raws []result
 		for range drains {
