@@ -122,7 +122,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.tlsLn != nil {
 		listening = append(listening, "amqps_addr", s.TLSAddr())
 	}
-	s.log.Info("emulator listening", append(listening, "hubs", len(cfg.Hubs))...)
+	// Debug: the caller says it is ready in its own words (the emulator
+	// command with its connection strings, ehsink run with the one its
+	// connectors use), so an embedded emulator adds no second start line.
+	s.log.Debug("emulator listening", append(listening, "hubs", len(cfg.Hubs))...)
 	return s, nil
 }
 

@@ -181,6 +181,7 @@ func serveEmulator(ctx context.Context, cfg emulator.Config, stdout, stderr io.W
 	for _, h := range cfg.Hubs {
 		fmt.Fprintln(stdout, srv.ConnectionString(h.Name))
 	}
+	log.Info("emulator listening", "addr", srv.Addr(), "hubs", len(cfg.Hubs))
 	if cfg.TLS != nil {
 		for _, h := range cfg.Hubs {
 			fmt.Fprintln(stdout, srv.TLSConnectionString(h.Name))
