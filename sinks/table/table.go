@@ -6,8 +6,10 @@
 // shape, so that a test cannot pass where the running sink dead-letters.
 //
 // A sink opts in by giving its config a TableShape method ([Shaper]). The
-// built-in postgres and parquet sinks do; a custom sink declares its
-// columns with [Columns] and returns its shape the same way.
+// built-in postgres and parquet sinks do, and stdout when it has columns;
+// a custom sink declares its columns with [Columns], maps events with
+// [Compile] and [Mapper], and returns its shape the same way. Routes
+// without columns mean the sink has no mapping to test.
 package table
 
 import (
