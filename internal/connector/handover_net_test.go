@@ -3,7 +3,6 @@ package connector_test
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/produce"
-	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // committedByPartition sums ehsink_events_committed_total per partition
@@ -62,16 +60,7 @@ func TestHandOverWhenOneReplicaLosesItsSink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	_, conn := startHub(t, "orders", 2)
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	dsn, proxied, proxy := proxiedDatabase(t)
 	dir := t.TempDir()
 	config := func(dsn string) string {
 		return `
@@ -100,7 +89,7 @@ connectors:
 			t.Logf("logs of both replicas:\n%s", logs.String())
 		}
 	})
-	cfgA, regA, metA := loadWithMetrics(t, filepath.Join(dir), config(viaProxy(t, dsn, proxy.Addr())))
+	cfgA, regA, metA := loadWithMetrics(t, filepath.Join(dir), config(proxied))
 	ctlA := connector.NewControl()
 	doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Control: ctlA, Logger: log.With("replica", "A")})
 	defer stopA()

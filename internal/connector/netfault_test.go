@@ -46,15 +46,22 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// viaProxy returns dsn with its host and port replaced by addr.
-func viaProxy(t *testing.T, dsn, addr string) string {
+// proxiedDatabase makes a fresh database and a fault proxy in front of its
+// server; it returns the database's DSN, the same DSN through the proxy,
+// and the proxy.
+func proxiedDatabase(t *testing.T) (dsn, proxied string, proxy *faultproxy.Proxy) {
 	t.Helper()
+	dsn = testenv.Postgres(t).NewDatabase(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host = addr
-	return u.String()
+	if proxy, err = faultproxy.Start(u.Host); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+	return dsn, u.String(), proxy
 }
 
 // pgFaultRun is one connector writing to PostgreSQL through a fault proxy.
@@ -73,16 +80,7 @@ type pgFaultRun struct {
 // database reached through a fault proxy.
 func startPGFault(t *testing.T, ctx context.Context, events, rate int, sinkTimeout time.Duration) *pgFaultRun {
 	t.Helper()
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	dsn, proxied, proxy := proxiedDatabase(t)
 	dir := t.TempDir()
 	yaml := `
 drain_timeout: 5s
@@ -96,7 +94,7 @@ connectors:
     errors: {sink_timeout: ` + sinkTimeout.String() + `, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 2s}}
     sink:
       type: postgres
-      dsn: "` + viaProxy(t, dsn, proxy.Addr()) + `"
+      dsn: "` + proxied + `"
       table: public.orders
       create_table: true
       idle_in_transaction_timeout: ` + faultIdleInTx.String() + `

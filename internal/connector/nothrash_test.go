@@ -3,7 +3,6 @@ package connector_test
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/produce"
-	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // notStartedCounter counts, per replica, the claims a replica gave up at
@@ -59,16 +57,7 @@ func TestNoThrashWhenNoReplicaReachesTheSink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	_, conn := startHub(t, "orders", 2)
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	_, proxied, proxy := proxiedDatabase(t)
 	dir := t.TempDir()
 	yaml := `
 drain_timeout: 5s
@@ -79,7 +68,7 @@ connectors:
     errors: {sink_timeout: 2s, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 16s}}
     sink:
       type: postgres
-      dsn: "` + viaProxy(t, dsn, proxy.Addr()) + `"
+      dsn: "` + proxied + `"
       table: public.orders
       create_table: true
       columns:
