@@ -250,16 +250,7 @@ func peakHeap(b *testing.B, n, partitions int, rowGroup int64) (first, second, i
 	c.Columns = benchColumns(b)
 	c.RowGroupSize = config.ByteSize(rowGroup)
 	c.MaxRows = 250_000
-	s, err := newParquetSink(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ws := make([]sinks.Writer, partitions)
-	for p := range ws {
-		if ws[p], _, err = s.Open(ctx, strconv.Itoa(p)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	_, ws := openBenchWriters(b, c, partitions)
 	batch := make([]sinks.Event, 500)
 	next := make([]int64, partitions)
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
@@ -386,4 +377,22 @@ func BenchmarkWriterPerFile(b *testing.B) {
 	b.ReportMetric(float64(fresh.Microseconds())/float64(b.N), "fresh_us/file")
 	b.ReportMetric(float64(reset.Microseconds())/float64(b.N), "reset_us/file")
 	b.ReportMetric(fresh.Seconds()/reset.Seconds(), "ratio")
+}
+
+// openBenchWriters builds a sink from c and opens a writer for each of
+// partitions partitions ("0", "1", …).
+func openBenchWriters(b *testing.B, c *sinkConfig, partitions int) (*sink, []sinks.Writer) {
+	b.Helper()
+	ctx := context.Background()
+	s, err := newParquetSink(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := make([]sinks.Writer, partitions)
+	for p := range ws {
+		if ws[p], _, err = s.Open(ctx, strconv.Itoa(p)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, ws
 }

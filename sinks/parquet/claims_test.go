@@ -240,16 +240,7 @@ func longRun(b *testing.B, n, partitions int) (files, claims int) {
 	c.Dir = b.TempDir()
 	c.Columns = benchColumns(b)
 	c.MaxRows = 1_000
-	s, err := newParquetSink(ctx, c, sinks.Info{Connector: "bench", EventHub: "orders"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ws := make([]sinks.Writer, partitions)
-	for p := range ws {
-		if ws[p], _, err = s.Open(ctx, strconv.Itoa(p)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s, ws := openBenchWriters(b, c, partitions)
 	batch := make([]sinks.Event, 500)
 	next := make([]int64, partitions)
 	for done := 0; done < n; done += len(batch) {
