@@ -280,3 +280,34 @@ func longRun(b *testing.B, n, partitions int) (files, claims int) {
 	}
 	return files, claims
 }
+
+// TestOpenDuringClaimFences: another writer opens the partition while this
+// one is between creating its claim's temporary file and linking it (the
+// Open removes the temporary files of abandoned writers, this one's
+// included). The claim must fail as a lost partition (sinks.ErrFenced),
+// which the runner hands back, not as a failure that stops the connector;
+// the new owner then commits every event once.
+func TestOpenDuringClaimFences(t *testing.T) {
+	d := localDestination(t)
+	a, b := newSink(t, d, nil), newSink(t, d, nil)
+	events := sinktest.Events("0", 0, 19)
+	wa, _ := open(t, a, "0")
+	writeAll(t, wa, events[:10])
+	var wb *writer
+	a.traceSteps(func(step, _ string) {
+		if step == "claim" && wb == nil {
+			wb, _ = open(t, b, "0")
+		}
+	})
+	if _, err := wa.Flush(ctxT(t)); !errors.Is(err, sinks.ErrFenced) {
+		t.Fatalf("A's Flush = %v, want sinks.ErrFenced", err)
+	}
+	wa.Close(ctxT(t))
+	if wb == nil {
+		t.Fatal("the claim step was never reached")
+	}
+	writeAll(t, wb, events)
+	flush(t, wb)
+	wb.Close(ctxT(t))
+	wantExactlyOnce(t, d, "0", 0, 19)
+}

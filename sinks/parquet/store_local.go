@@ -305,6 +305,11 @@ func (s *localStore) claim(_ context.Context, name string, body []byte) ([]byte,
 			return nil, fmt.Errorf("%s: claim %q: %w", s, name, rerr)
 		}
 		return existing, nil
+	} else if errors.Is(err, fs.ErrNotExist) {
+		// The claim's own temporary file is gone: only the Open of
+		// another writer of the partition removes it (cleanTemps), so this
+		// writer lost the partition.
+		return nil, fmt.Errorf("%s: claim %q: its temporary file was removed by another writer's Open: %w", s, name, errGone)
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: claim %q: %w", s, name, err)
 	}
