@@ -217,6 +217,9 @@ func newCheckpointSession(ctx context.Context, cfg *connector.Config, spec *conn
 	if ep.hub != "" {
 		cs.hub = ep.hub
 	}
+	if connOverride == "" {
+		ep.customEndpoint = spec.Source.CustomEndpoint
+	}
 	switch {
 	case viaEmulator:
 		cs.ns = connector.EmulatorNamespace
@@ -248,7 +251,7 @@ func newCheckpointSession(ctx context.Context, cfg *connector.Config, spec *conn
 // consumer returns a consumer client for ep that does not retry: a command
 // line tool says what is wrong rather than wait.
 func (ep endpoint) consumer(group string) (*azeventhubs.ConsumerClient, error) {
-	opts := &azeventhubs.ConsumerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: -1}}
+	opts := &azeventhubs.ConsumerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: -1}, CustomEndpoint: ep.customEndpoint}
 	if ep.conn != "" {
 		hub := ep.hub
 		if props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal()); err == nil && props.EntityPath != nil && *props.EntityPath != "" {

@@ -257,6 +257,8 @@ type endpoint struct {
 	namespace string
 	hub       string
 	spec      *connector.Spec // nil with --connection
+	// customEndpoint is the connector's source.custom_endpoint, if any
+	customEndpoint string
 }
 
 // resolve works out the endpoint; the int is the exit code on error.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
@@ -55,6 +56,12 @@ type Settings struct {
 	Connections int `yaml:"connections"`
 	// LoadBalancing configures how replicas share partitions.
 	LoadBalancing LoadBalancing `yaml:"load_balancing"`
+	// CustomEndpoint, if set, is the host[:port] the AMQP connections are
+	// made to instead of the namespace's (a TCP proxy, a private
+	// endpoint). The namespace stays the connection's: leases and
+	// checkpoints are kept under its name, so replicas that reach it by
+	// different routes still share them.
+	CustomEndpoint string `yaml:"custom_endpoint"`
 }
 
 // Batch bounds a batch.
@@ -158,6 +165,9 @@ func (o Settings) Validate() error {
 	}
 	if o.Prefetch < 0 && o.Batch.MaxEvents > maxPrefetch {
 		add("batch.max_events", "%d exceeds %d, the limit with prefetch disabled (a negative prefetch)", o.Batch.MaxEvents, maxPrefetch)
+	}
+	if strings.Contains(o.CustomEndpoint, "/") {
+		add("custom_endpoint", "%q: want host or host:port, not a URL", o.CustomEndpoint)
 	}
 	if o.Connections < 0 || o.Connections > maxConnections {
 		add("connections", "must be between 0 (one per partition up to the number of cores) and %d, got %d", maxConnections, o.Connections)

@@ -141,6 +141,7 @@ func resolveHub(opts Options) (hub, ns string, err error) {
 }
 
 func (s *Source) newClient(co *azeventhubs.ConsumerClientOptions) (*azeventhubs.ConsumerClient, error) {
+	co.CustomEndpoint = s.opts.CustomEndpoint
 	var (
 		c   *azeventhubs.ConsumerClient
 		err error

@@ -1,0 +1,74 @@
+package source_test
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/faultproxy"
+	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/source"
+)
+
+// TestCustomEndpoint: the connection string names an address nothing
+// listens on, and custom_endpoint a proxy in front of the emulator. Every
+// event arrives (the connections went to the custom endpoint), and the
+// checkpoints are kept under the connection string's namespace, so that
+// replicas reaching the namespace by different routes share leases and
+// checkpoints.
+func TestCustomEndpoint(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	conn := srv.ConnectionString("orders")
+	props, err := azeventhubs.ParseConnectionString(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(props.FullyQualifiedNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	deadConn := strings.Replace(conn, "//"+props.FullyQualifiedNamespace, "//"+dead, 1)
+	if deadConn == conn {
+		t.Fatalf("connection string %q does not name %s", conn, props.FullyQualifiedNamespace)
+	}
+
+	const total = 500
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: total, Keys: 10, Seed: 3}); err != nil || n != total {
+		t.Fatalf("Demo sent %d, %v", n, err)
+	}
+	store := fileStore(t)
+	src := newSource(t, ctx, source.Options{Connection: secretOf(deadConn), Store: store,
+		Settings: source.Settings{CustomEndpoint: proxy.Addr(), LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
+	rec := newRecorder(total)
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.reached, r, "every event through the custom endpoint", func() string { return fmt.Sprintf("%d received", rec.count()) })
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	cps, err := store.ListCheckpoints(ctx, dead, "orders", azeventhubs.DefaultConsumerGroup, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cps) != 2 {
+		t.Fatalf("%d checkpoints under the connection string's namespace %s, want 2: %+v", len(cps), dead, cps)
+	}
+}
+
+func TestCustomEndpointMustNotBeAURL(t *testing.T) {
+	err := source.Settings{CustomEndpoint: "amqps://proxy:5671"}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "custom_endpoint") {
+		t.Fatalf("Validate = %v, want an error naming custom_endpoint", err)
+	}
+}
