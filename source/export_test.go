@@ -1,6 +1,10 @@
 package source
 
-import "github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+import (
+	"net"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+)
 
 // InjectListCheckpointsErrors makes the next n checkpoint listings of the
 // processor fail (before the store is asked), and, with reachSDK, lets the
@@ -34,3 +38,10 @@ const (
 	HealSilent     = healSilent
 	MaxConnections = maxConnections
 )
+
+// WithDialed returns o with f called on every AMQP connection the source's
+// clients dial, right after the dial.
+func WithDialed(o Options, f func(net.Conn)) Options {
+	o.dialed = f
+	return o
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,9 @@ type Options struct {
 	// (tests: an injected failure reaches the source at once instead of
 	// after the SDK's retries, seconds apart).
 	clientRetry azeventhubs.RetryOptions
+	// dialed, if set, sees every AMQP connection the source's clients dial
+	// (tests: the socket carries internal/netdial's settings).
+	dialed func(net.Conn)
 }
 
 // Opened is what [Options.Claim] opened for a claimed partition: the sink's

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"github.com/ehsink/ehsink/internal/backoff"
 	"github.com/ehsink/ehsink/internal/connstr"
+	"github.com/ehsink/ehsink/internal/netdial"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,17 +150,40 @@ func (s *Source) newClient(co *azeventhubs.ConsumerClientOptions) (*azeventhubs.
 	)
 	if s.opts.Connection != "" {
 		hub := s.hub
-		if props, perr := connstr.EventHubs(s.opts.Connection.Reveal()); perr == nil && props.EntityPath != nil && *props.EntityPath != "" {
+		props, perr := connstr.EventHubs(s.opts.Connection.Reveal())
+		if perr == nil && props.EntityPath != nil && *props.EntityPath != "" {
 			hub = "" // the SDK refuses a hub name given twice
+		}
+		if perr == nil {
+			s.setDial(co, netdial.EventHubsEndpoint{Namespace: props.FullyQualifiedNamespace, Plain: props.Emulator})
 		}
 		c, err = azeventhubs.NewConsumerClientFromConnectionString(s.opts.Connection.Reveal(), hub, s.opts.ConsumerGroup, co)
 	} else {
+		s.setDial(co, netdial.EventHubsEndpoint{Namespace: s.opts.Namespace})
 		c, err = azeventhubs.NewConsumerClient(s.opts.Namespace, s.hub, s.opts.ConsumerGroup, s.opts.Credential, co)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("event hub %q: creating client: %w", s.hub, err)
 	}
 	return c, nil
+}
+
+// setDial makes the AMQP connections of a client dialed by internal/netdial
+// (TCP keepalive and user timeout: a half-open connection is closed in
+// seconds, not at go-amqp's 60 s idle timeout).
+func (s *Source) setDial(co *azeventhubs.ConsumerClientOptions, e netdial.EventHubsEndpoint) {
+	netdial.SetConsumerDial(co, e)
+	if s.opts.dialed == nil || co.NewWebSocketConn == nil {
+		return
+	}
+	dial, seen := co.NewWebSocketConn, s.opts.dialed
+	co.NewWebSocketConn = func(ctx context.Context, p azeventhubs.WebSocketConnParams) (net.Conn, error) {
+		c, err := dial(ctx, p)
+		if err == nil {
+			seen(c)
+		}
+		return c, err
+	}
 }
 
 // check asks for the hub's properties (hub exists, credentials work) and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
+	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/internal/secret"
 )
@@ -113,7 +114,15 @@ func demoAttrs(hub string, d DemoSpec) []any {
 
 // startDemo runs the demo producer until ctx is done or its count is sent.
 func (env *environment) startDemo(ctx context.Context, hub string, spec DemoSpec, log *slog.Logger) error {
-	producer, err := azeventhubs.NewProducerClientFromConnectionString(env.emu.ConnectionString(hub), "", nil)
+	conn := env.emu.ConnectionString(hub)
+	e, err := netdial.EventHubsConnectionString(conn)
+	if err != nil {
+		return fmt.Errorf("emulator.demo: %w", err)
+	}
+	// Dialed like the source's connections (keepalive, user timeout).
+	var po azeventhubs.ProducerClientOptions
+	netdial.SetProducerDial(&po, e)
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", &po)
 	if err != nil {
 		return fmt.Errorf("emulator.demo: %w", err)
 	}

@@ -1,5 +1,5 @@
 // Package netdial dials the TCP connections of ehsink's network
-// dependencies (PostgreSQL, Blob Storage) so that a dead path is noticed in
+// dependencies (PostgreSQL, Blob Storage, Event Hubs) so that a dead path is noticed in
 // seconds rather than in the hours the kernel's defaults take.
 //
 // A path that drops packets without a reset (a NAT or firewall that timed
