@@ -245,6 +245,13 @@ func (s *Source) explain(err error, subject string) error {
 // OwnerID returns the ID this replica writes into ownership leases.
 func (s *Source) OwnerID() string { return s.owner }
 
+// Namespace returns the fully qualified namespace (host[:port]) under which
+// the source reads and writes its leases and checkpoints in the store.
+func (s *Source) Namespace() string { return s.ns }
+
+// ConsumerGroup returns the consumer group the source reads.
+func (s *Source) ConsumerGroup() string { return s.opts.ConsumerGroup }
+
 // EventHub returns the event hub name.
 func (s *Source) EventHub() string { return s.hub }
 

@@ -42,6 +42,14 @@ type breaker struct {
 	outageSince time.Time       // when the breaker last opened from closed
 	lastErr     error           // the last transient failure
 	changed     chan struct{}   // closed and replaced at every state change
+
+	verdictOutage time.Time // the outage lastVerdict was logged for
+	lastVerdict   int       // what the partitions of that outage did (verdictStay, verdictGiveUp)
+
+	// peers, when set (before any partition runs), tells whether another
+	// replica of the connector commits; a partition is given up only then.
+	// When nil, a partition is given up once it waited GiveUpAfter.
+	peers *peers
 }
 
 func newBreaker(spec CircuitBreakerSpec, connector string, log *slog.Logger, met *Metrics) *breaker {
@@ -65,8 +73,7 @@ func (b *breaker) setLocked(s int) {
 // calling beat meanwhile. After the open period, partitions receive again:
 // the write of what they receive competes for the probe. It returns
 // ctx.Err() when ctx ended first, and an error matching ErrSinkUnavailable
-// when the caller has waited on a breaker that is not closed for longer
-// than giveUpAfter (zero: never) since since.
+// when the caller may give its partition up (giveUpCheck).
 func (b *breaker) waitReceive(ctx context.Context, since time.Time, giveUpAfter time.Duration, beat func()) error {
 	for {
 		b.mu.Lock()
@@ -74,16 +81,19 @@ func (b *breaker) waitReceive(ctx context.Context, since time.Time, giveUpAfter 
 			b.mu.Unlock()
 			return nil
 		}
-		if err := b.givenUpLocked(since, giveUpAfter); err != nil {
-			b.mu.Unlock()
+		b.mu.Unlock()
+		check, err := b.giveUpCheck(ctx, since, giveUpAfter)
+		if err != nil {
 			return err
 		}
+		b.mu.Lock()
 		wait, changed := time.Until(b.until), b.changed
+		closed := b.state == breakerClosed
 		b.mu.Unlock()
-		if wait <= 0 {
+		if closed || wait <= 0 {
 			return nil
 		}
-		if !sleepOrChange(ctx, b.capWait(wait, since, giveUpAfter), changed, beat) {
+		if !sleepOrChange(ctx, min(wait, check), changed, beat) {
 			return ctx.Err()
 		}
 	}
@@ -92,9 +102,9 @@ func (b *breaker) waitReceive(ctx context.Context, since time.Time, giveUpAfter 
 // acquire blocks until the caller may call the sink: at once when the
 // breaker is closed; when it is open, after the open period, as the one
 // probe (or after the probe closed it). It returns ctx.Err() when ctx ended
-// first, and an error matching ErrSinkUnavailable when the caller has
-// waited on a breaker that is not closed for longer than giveUpAfter (zero:
-// never) since since. A caller that acquired must report with result.
+// first, and an error matching ErrSinkUnavailable when the caller may give
+// its partition up (giveUpCheck). A caller that acquired must report with
+// result.
 func (b *breaker) acquire(ctx context.Context, since time.Time, giveUpAfter time.Duration, beat func()) error {
 	for {
 		b.mu.Lock()
@@ -108,16 +118,24 @@ func (b *breaker) acquire(ctx context.Context, since time.Time, giveUpAfter time
 			b.log.Info("circuit breaker half-open: probing the sink")
 			return nil
 		}
-		if err := b.givenUpLocked(since, giveUpAfter); err != nil {
-			b.mu.Unlock()
+		b.mu.Unlock()
+		check, err := b.giveUpCheck(ctx, since, giveUpAfter)
+		if err != nil {
 			return err
 		}
+		b.mu.Lock()
 		wait, changed := time.Until(b.until), b.changed
-		if b.state == breakerHalfOpen {
+		switch b.state {
+		case breakerClosed:
+			wait = 0 // closed meanwhile: go round
+		case breakerHalfOpen:
 			wait = time.Hour // until the probe reports
 		}
 		b.mu.Unlock()
-		if !sleepOrChange(ctx, b.capWait(wait, since, giveUpAfter), changed, beat) {
+		if wait <= 0 {
+			continue
+		}
+		if !sleepOrChange(ctx, min(wait, check), changed, beat) {
 			return ctx.Err()
 		}
 	}
@@ -132,27 +150,83 @@ func (b *breaker) waitStart(since time.Time) time.Time {
 	return b.outageSince
 }
 
-// givenUpLocked returns an error matching ErrSinkUnavailable when a caller
-// that began waiting at since has waited on this outage for longer than
-// after (zero: never). A partition that starts during an outage thus gets
-// its own full wait, in which a probe can close the breaker. b.mu is held.
-func (b *breaker) givenUpLocked(since time.Time, after time.Duration) error {
-	if after <= 0 || b.state == breakerClosed || time.Since(b.waitStart(since)) < after {
-		return nil
+// giveUpCheck decides whether a caller that began waiting at since on a
+// breaker that is not closed gives its partition up: it returns an error
+// matching ErrSinkUnavailable when the caller has waited on this outage
+// for longer than after (zero: never) and, with peers set, another replica
+// of the connector is seen committing (peers.progressing): the sink
+// answers for someone else, who can take the partition over. Without that
+// evidence the partition stays and keeps waiting: when no replica reaches
+// the sink, handing partitions around helps no one. Otherwise it returns
+// how long the caller may wait before asking again. While the breaker is
+// open it reads the peers' progress (at most once per their interval),
+// outside b.mu, so that the evidence is there when the wait runs out.
+// A partition that starts during an outage gets its own full wait, in
+// which a probe can close the breaker.
+func (b *breaker) giveUpCheck(ctx context.Context, since time.Time, after time.Duration) (time.Duration, error) {
+	if after <= 0 {
+		return time.Hour, nil
 	}
-	return fmt.Errorf("%w: the circuit breaker has been open for %s, and this partition waited longer than %s (last error: %w)",
+	b.mu.Lock()
+	if b.state == breakerClosed {
+		b.mu.Unlock()
+		return time.Hour, nil
+	}
+	outage := b.outageSince
+	left := after - time.Since(b.waitStart(since))
+	b.mu.Unlock()
+	next := time.Hour
+	if b.peers != nil {
+		b.peers.observe(ctx, outage)
+		next = b.peers.untilRead()
+	}
+	if left > 0 {
+		return max(min(left, next), time.Millisecond), nil
+	}
+	if b.peers != nil && !b.peers.progressing(outage) {
+		b.verdict(outage, verdictStay, after)
+		return max(next, time.Millisecond), nil
+	}
+	if b.peers != nil {
+		b.verdict(outage, verdictGiveUp, after)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return 0, fmt.Errorf("%w: the circuit breaker has been open for %s, and this partition waited longer than %s (last error: %w)",
 		ErrSinkUnavailable, time.Since(b.outageSince).Round(time.Second), after, b.lastErr)
 }
 
-// capWait shortens a wait so that the give-up deadline is checked on time.
-func (b *breaker) capWait(wait time.Duration, since time.Time, giveUpAfter time.Duration) time.Duration {
-	if giveUpAfter <= 0 {
-		return wait
-	}
+// What the partitions of a connector whose breaker has been open for the
+// give-up wait do, as logged once per outage and decision.
+const (
+	verdictNone   = iota
+	verdictStay   // no other replica is seen committing: the partitions stay
+	verdictGiveUp // another replica commits: the partitions are given up
+)
+
+// verdict logs, once per outage and decision, which way the partitions
+// of an outage that began at outage went.
+func (b *breaker) verdict(outage time.Time, v int, after time.Duration) {
 	b.mu.Lock()
-	left := giveUpAfter - time.Since(b.waitStart(since))
+	if b.verdictOutage.Equal(outage) && b.lastVerdict == v {
+		b.mu.Unlock()
+		return
+	}
+	b.verdictOutage, b.lastVerdict = outage, v
+	lastErr := b.lastErr
 	b.mu.Unlock()
-	return max(min(wait, left), time.Millisecond)
+	switch v {
+	case verdictGiveUp:
+		b.log.Warn("sink unreachable here while peers commit: giving partitions up",
+			"waited_longer_than", after, "error", lastErr)
+	case verdictStay:
+		attrs := []any{"waited_longer_than", after, "error", lastErr}
+		if err := b.peers.lastError(); err != nil {
+			attrs = append(attrs, "store_error", err)
+		}
+		b.log.Warn("sink unreachable for every replica: partitions stay",
+			append(attrs, "evidence", "no checkpoint of another replica advanced within the ownership expiration")...)
+	}
 }
 
 // result records the outcome of a sink call let through by acquire.

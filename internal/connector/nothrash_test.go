@@ -45,13 +45,14 @@ func (h notStartedHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h notStartedHandler) WithGroup(string) slog.Handler      { return h }
 
 // TestNoThrashWhenNoReplicaReachesTheSink: two replicas whose PostgreSQL
-// path is blackholed. Each opens its breaker and, within the ownership
-// expiration, gives its partitions up; from then on neither may claim a
-// partition only to give it up at every load-balancing round (1s here):
-// a replica with an open breaker claims nothing within its open period,
-// and each failed claim doubles it. Over 30s each replica may make at
-// most 8 such claims (one per round would be about 30). After the heal
-// the partitions are claimed and read again.
+// path is blackholed. Each opens its breaker; since neither sees the
+// other commit, neither gives its partitions up (see
+// TestPartitionsStayPutWhenNoReplicaReachesTheSink), and should one be
+// freed, neither may claim it only to give it up at every load-balancing
+// round (1s here): a replica with an open breaker claims nothing within
+// its open period, and each failed claim doubles it. Over 30s each
+// replica may make at most 8 such claims (one per round would be about
+// 30). After the heal every partition commits again.
 func TestNoThrashWhenNoReplicaReachesTheSink(t *testing.T) {
 	const expiration = 6 * time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -138,7 +139,11 @@ connectors:
 		}
 	}
 	proxy.Heal()
-	waitUntil(t, ctx, replicas["A"].done, "the partitions claimed and run again after the heal", func() bool { return owned() == 2 })
+	before := committedByPartition(t, replicas["A"].reg, replicas["B"].reg)
+	waitUntil(t, ctx, replicas["A"].done, "every partition commits again after the heal", func() bool {
+		c := committedByPartition(t, replicas["A"].reg, replicas["B"].reg)
+		return owned() == 2 && c["0"] > before["0"] && c["1"] > before["1"]
+	})
 	for name, r := range replicas {
 		r.stop()
 		if err := <-r.done; err != nil {

@@ -11,7 +11,8 @@ import (
 
 // mayReceive waits while the circuit breaker is open or the connector is
 // paused. It returns ctx.Err() when ctx ended first, and an error matching
-// ErrSinkUnavailable when the breaker stayed open past GiveUpAfter.
+// ErrSinkUnavailable when the breaker stayed open past GiveUpAfter and
+// the partition may be given up (breaker.giveUpCheck).
 func (pr *partitionRun) mayReceive(ctx context.Context) error {
 	for {
 		// The give-up clock runs from the first wait of this outage: a

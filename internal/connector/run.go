@@ -181,6 +181,8 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		return fail("source", err)
 	}
 	defer src.Close(context.WithoutCancel(ctx))
+	lb := spec.Source.LoadBalancing
+	runner.brk.peers = newPeers(store, src.Namespace(), src.EventHub(), src.ConsumerGroup(), src.OwnerID(), lb.OwnershipExpiration, lb.UpdateInterval, log)
 
 	cs.started(runner, src.OwnerID())
 	defer cs.setRunner(nil)
