@@ -1,0 +1,42 @@
+package connector
+
+import (
+	"context"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// probeIdle probes the sink of a connector that holds no partition while
+// its circuit breaker is open. Such a connector makes no sink call, and
+// its claims, the breaker's probes otherwise, are held for the open
+// period, which doubles with each failed probe up to max_probe_interval:
+// a replica whose sink came back would stay out of the load balancing for
+// up to that long while the other replicas carry its share. Every
+// interval (the load balancing's update interval: one claim round) it
+// builds the sink anew within timeout and closes it; a success closes the
+// breaker, and the next round claims. It returns when ctx ends.
+func probeIdle(ctx context.Context, every, timeout time.Duration, brk *breaker, r *Runner, build func(context.Context) (sinks.Sink, error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if brk.isClosed() || len(r.snapshot()) > 0 {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		s, err := build(pctx)
+		if err == nil {
+			err = s.Close(pctx)
+		}
+		cancel()
+		if err == nil && ctx.Err() == nil {
+			brk.log.Info("the sink answers a connection made while this replica holds no partition")
+			brk.result(nil)
+		}
+	}
+}
