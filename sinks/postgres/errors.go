@@ -41,17 +41,26 @@ func transientCode(code string) bool {
 // isTransient reports whether err is worth retrying: connection failures,
 // server shutdowns and lost races. ctx errors of the caller are not.
 func isTransient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return transientCode(pgErr.Code)
 	}
+	// A connect that the server did not refuse failed on the way, its own
+	// connect timeout included (which wraps context.DeadlineExceeded
+	// while the caller's ctx is alive: a half-open path at start).
 	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
 	var netErr net.Error
 	switch {
-	case errors.As(err, &connErr), errors.As(err, &netErr),
+	case errors.As(err, &netErr),
 		pgconn.SafeToRetry(err), pgconn.Timeout(err),
 		errors.Is(err, pgconn.ErrConnClosed),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),

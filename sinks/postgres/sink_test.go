@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -110,6 +111,27 @@ func TestIsTransient(t *testing.T) {
 		if got := sinks.IsTransient(classify(tt.err)); got != tt.want {
 			t.Errorf("classify(%v) transient = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+	// A server that accepts and never answers (a half-open path at start):
+	// the connect's own timeout wraps context.DeadlineExceeded while the
+	// caller's ctx is alive, and must be retried, not fail the connector.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	_, err = pgconn.Connect(t.Context(), "postgres://u@"+ln.Addr().String()+"/db?sslmode=disable&connect_timeout=1")
+	if !errors.Is(err, context.DeadlineExceeded) || !isTransient(err) {
+		t.Errorf("connect to a silent server: %v (deadline: %v), transient %v, want a transient deadline", err, errors.Is(err, context.DeadlineExceeded), isTransient(err))
 	}
 }
 
