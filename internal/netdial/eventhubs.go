@@ -40,11 +40,13 @@ import (
 //     certificate matches; here it is the host alone. For a namespace
 //     without a port (every real one) the two are the same.
 //
-// Not reproduced: the SDK's CustomEndpoint option (another address to
-// dial, same TLS name) is ignored by the SDK whenever NewWebSocketConn is
-// set, so [SetConsumerDial] and [SetProducerDial] leave clients with a
-// custom endpoint (or a web socket dialer of their own) to the SDK's own
-// dial. ehsink sets neither.
+// The SDK's CustomEndpoint option (source.custom_endpoint: a TCP proxy,
+// a private endpoint) is ignored by the SDK whenever NewWebSocketConn is
+// set; in its own dial it takes the namespace's place in the URL (so in
+// the address and the TLS name, while the AMQP open and the token
+// audiences keep the namespace). [SetConsumerDial] and [SetProducerDial]
+// do the same: they dial the custom endpoint. Clients with a web socket
+// dialer of their own are left alone.
 
 // EventHubsEndpoint is where the SDK connects for a namespace.
 type EventHubsEndpoint struct {
@@ -115,19 +117,26 @@ func EventHubs(e EventHubsEndpoint, tlsConfig *tls.Config) EventHubsDial {
 }
 
 // SetConsumerDial makes a consumer client's AMQP connections dialed by
-// [EventHubs] for e, with the client's TLS config. Options with a custom
-// endpoint or a web socket dialer of their own are left to the SDK.
+// [EventHubs] for e (or for the client's custom endpoint), with the
+// client's TLS config. Options with a web socket dialer of their own are
+// left to the SDK.
 func SetConsumerDial(o *azeventhubs.ConsumerClientOptions, e EventHubsEndpoint) {
-	if o.NewWebSocketConn != nil || o.CustomEndpoint != "" {
+	if o.NewWebSocketConn != nil {
 		return
+	}
+	if o.CustomEndpoint != "" {
+		e.Namespace = o.CustomEndpoint
 	}
 	o.NewWebSocketConn = EventHubs(e, o.TLSConfig)
 }
 
 // SetProducerDial is [SetConsumerDial] for a producer client.
 func SetProducerDial(o *azeventhubs.ProducerClientOptions, e EventHubsEndpoint) {
-	if o.NewWebSocketConn != nil || o.CustomEndpoint != "" {
+	if o.NewWebSocketConn != nil {
 		return
+	}
+	if o.CustomEndpoint != "" {
+		e.Namespace = o.CustomEndpoint
 	}
 	o.NewWebSocketConn = EventHubs(e, o.TLSConfig)
 }
