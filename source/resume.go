@@ -138,7 +138,7 @@ func (s *Source) holdClaims(owns []azeventhubs.Ownership) []azeventhubs.Ownershi
 		}
 	}
 	if len(held) > 0 {
-		s.log.Info("not claiming partitions while the sink is unavailable", "partitions", held)
+		s.log.Info("not claiming partitions while the sink or Event Hubs is not reached", "partitions", held)
 	}
 	return kept
 }

@@ -389,6 +389,13 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 			defer wg.Done()
 			defer cancel(nil)
 			err := handle(pctx, p)
+			if errors.Is(err, ErrGiveUp) {
+				// The lease goes first: the closes below may wait out
+				// their timeout over a connection that stopped answering
+				// (the very reason for some give-ups), and the lease with
+				// them. partitionEnded's release is then a no-op.
+				s.release(genCtx, p.id)
+			}
 			p.closeReader()
 			s.closePartition(pc)
 			s.ended(p)

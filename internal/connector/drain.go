@@ -12,8 +12,11 @@ import (
 // it; the next owner replays it from the sink's watermark) and nothing is
 // checkpointed.
 func (pr *partitionRun) giveUp(err error) error {
-	pr.log.Warn("sink unavailable for too long; giving the partition up, abandoning what was not flushed",
-		"unflushed", pr.unflushed, "watermark", posAttr(pr.watermark), "error", err)
+	msg := "sink unavailable for too long; giving the partition up, abandoning what was not flushed"
+	if errors.Is(err, errSourceUnreachable) {
+		msg = "Event Hubs unreachable for too long while other replicas commit; giving the partition up, abandoning what was not flushed"
+	}
+	pr.log.Warn(msg, "unflushed", pr.unflushed, "watermark", posAttr(pr.watermark), "error", err)
 	return pr.r.errorf(pr.src, "%w", err)
 }
 

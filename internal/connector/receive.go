@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ func (pr *partitionRun) mayReceive(ctx context.Context) error {
 		if err := pr.r.brk.waitReceive(ctx, pr.recvWaitSince, pr.r.opts.GiveUpAfter, pr.beat); err != nil {
 			return err
 		}
+		if err := pr.sourceGone(ctx); err != nil {
+			return err
+		}
 		paused, changed := pr.r.opts.pause.state()
 		if !paused {
 			return nil
@@ -35,6 +39,38 @@ func (pr *partitionRun) mayReceive(ctx context.Context) error {
 		case <-changed:
 		}
 	}
+}
+
+// errSourceUnreachable is matched by the error of a partition given up
+// because its replica could not reach Event Hubs while others commit.
+var errSourceUnreachable = errors.New("event hubs unreachable")
+
+// sourceGone returns an error matching errSourceUnreachable when the
+// connector has not reached Event Hubs for GiveUpAfter and another
+// replica is seen committing (peers): over a half-open connection the
+// receives come back empty, the partition looks alive, and its lease,
+// renewed through the checkpoint store, would keep it from a replica that
+// can read it. When no replica is seen committing (Event Hubs down for
+// everyone), the partition stays. The outage is seen by the
+// partition-properties calls (connState.refreshProps, bounded by the lag
+// interval).
+func (pr *partitionRun) sourceGone(ctx context.Context) error {
+	down, p, after := pr.r.opts.sourceDown, pr.r.brk.peers, pr.r.opts.GiveUpAfter
+	if down == nil || p == nil || after <= 0 {
+		return nil
+	}
+	since := down()
+	if since.IsZero() {
+		return nil
+	}
+	// read the store from the start of the outage, so that the evidence
+	// is there when the wait is over
+	p.observe(ctx, since)
+	if time.Since(since) < after || !p.progressing(since) {
+		return nil
+	}
+	return fmt.Errorf("%w: no partition-properties call answered for %s (longer than %s), while other replicas commit",
+		errSourceUnreachable, time.Since(since).Round(time.Second), after)
 }
 
 // received is the result of one Receive.

@@ -171,7 +171,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if err != nil {
 		return fail("runner", err)
 	}
-	srcOpts, err := sourceOptions(spec, conn, store, runner, sink, met, log)
+	srcOpts, err := sourceOptions(spec, conn, store, runner, sink, cs.sourceDownSince, met, log)
 	if err != nil {
 		return fail("source.credential", err)
 	}
@@ -281,6 +281,7 @@ func runnerOptions(cfg *Config, spec Spec, sink sinks.Sink, sinkCfg any, dead *F
 		Metrics:                 met,
 		pause:                   cs.gate,
 		sinkCalled:              cs.sinkReached,
+		sourceDown:              cs.sourceDownSince,
 		storeCalled:             cs.storeReached,
 	}
 }
@@ -290,12 +291,15 @@ func runnerOptions(cfg *Config, spec Spec, sink sinks.Sink, sinkCfg any, dead *F
 // and the circuit breaker holds claims while the sink is down. Without a
 // connection string it builds the default Azure credential; its error is
 // the only one returned.
-func sourceOptions(spec Spec, conn secret.String, store azeventhubs.CheckpointStore, runner *Runner, sink sinks.Sink, met *Metrics, log *slog.Logger) (source.Options, error) {
+func sourceOptions(spec Spec, conn secret.String, store azeventhubs.CheckpointStore, runner *Runner, sink sinks.Sink, sourceDown func() time.Time, met *Metrics, log *slog.Logger) (source.Options, error) {
 	srcOpts := source.Options{Settings: spec.Source.Settings}
 	srcOpts.Connection, srcOpts.Namespace, srcOpts.EventHub = conn, spec.Source.Namespace, spec.Source.EventHub
 	srcOpts.Store = store
 	srcOpts.Claim = claimWriter(runner, sink)
-	srcOpts.HoldClaims = runner.brk.holdingClaims
+	// No claim while the sink's breaker holds them, nor while Event Hubs
+	// is not reached: a partition claimed then could not be resumed, and
+	// one this replica gave up (sourceGone) would come straight back.
+	srcOpts.HoldClaims = func() bool { return runner.brk.holdingClaims() || !sourceDown().IsZero() }
 	srcOpts.OnHeal = func(reason string) { met.healed(spec.Name, reason) }
 	srcOpts.Logger = log
 	if conn == "" {
@@ -427,7 +431,7 @@ func (a partitionAdapter) Checkpoint(ctx context.Context, pos sinks.Position) er
 // giveUp tells the source to give a partition's lease up when the runner
 // stopped it because the sink has been unavailable for too long.
 func giveUp(err error) error {
-	if err != nil && errors.Is(err, ErrSinkUnavailable) {
+	if err != nil && (errors.Is(err, ErrSinkUnavailable) || errors.Is(err, errSourceUnreachable)) {
 		return fmt.Errorf("%w: %w", source.ErrGiveUp, err)
 	}
 	return err

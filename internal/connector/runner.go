@@ -145,6 +145,11 @@ type RunnerOptions struct {
 	// sinkCalled, when set, receives the outcome of every sink call, so
 	// that readiness follows the sink.
 	sinkCalled func(error)
+	// sourceDown, when set, says since when the source has not been
+	// reached (zero while it is): a partition of a replica that cannot
+	// reach Event Hubs while other replicas commit is given up after
+	// GiveUpAfter (sourceGone).
+	sourceDown func() time.Time
 	// storeCalled, when set, receives the outcome of every checkpoint
 	// call that was not cut short by the partition's ctx or refused for a
 	// lost ownership, so that readiness follows the checkpoint store.
@@ -354,7 +359,7 @@ func (pr *partitionRun) consume(ctx context.Context, batches <-chan received) er
 		}
 		events, rerr := b.events, b.err
 		switch {
-		case errors.Is(rerr, ErrSinkUnavailable):
+		case errors.Is(rerr, ErrSinkUnavailable), errors.Is(rerr, errSourceUnreachable):
 			return pr.giveUp(rerr)
 		case ctx.Err() != nil || !ok:
 			return pr.drain(ctx, events)

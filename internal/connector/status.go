@@ -287,6 +287,7 @@ type connState struct {
 	consumerGroup string
 	sinkType      string
 	source, sink  Reach
+	sourceDown    time.Time // since when calls to the source fail, zero while they succeed
 	store         *Reach
 	lastErr       *TimedError
 	runner        *Runner
@@ -328,7 +329,25 @@ func (cs *connState) reach(r *Reach, err error) {
 	}
 }
 
-func (cs *connState) sourceReached(err error) { cs.reach(&cs.source, err) }
+func (cs *connState) sourceReached(err error) {
+	cs.reach(&cs.source, err)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	switch {
+	case err == nil:
+		cs.sourceDown = time.Time{}
+	case cs.sourceDown.IsZero():
+		cs.sourceDown = cs.now()
+	}
+}
+
+// sourceDownSince is when the calls to the source began to fail without
+// one succeeding since (zero when the last succeeded).
+func (cs *connState) sourceDownSince() time.Time {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.sourceDown
+}
 
 // sinkUnavailable records a sink unreachable at start.
 func (cs *connState) sinkUnavailable(err error) {
@@ -498,7 +517,15 @@ func (cs *connState) refreshProps(ctx context.Context, src propsReader, r *Runne
 	readAt := map[string]time.Time{}
 	for {
 		now := cs.now()
-		for _, ps := range r.snapshot() {
+		parts := r.snapshot()
+		probing := len(parts) == 0 && !cs.sourceDownSince().IsZero()
+		if probing {
+			// Claims are held while the source is not reached
+			// (sourceOptions): with no partition to read, a call on the
+			// hub's first partition tells when it answers again.
+			parts = []partitionSnapshot{{id: "0"}}
+		}
+		for _, ps := range parts {
 			if at, ok := readAt[ps.id]; ok && now.Sub(at) < every {
 				continue
 			}
@@ -516,7 +543,9 @@ func (cs *connState) refreshProps(ctx context.Context, src propsReader, r *Runne
 				break
 			}
 			readAt[ps.id] = now
-			cs.setProps(p)
+			if !probing {
+				cs.setProps(p)
+			}
 			cs.sourceReached(nil)
 		}
 		select {

@@ -1,0 +1,162 @@
+package connector_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/faultproxy"
+	"github.com/ehsink/ehsink/internal/produce"
+)
+
+// TestHandOverWhenOneReplicaLosesEventHubs: A reaches Event Hubs through a
+// fault proxy (source.custom_endpoint), B directly; both share the
+// checkpoint store and the table. A's path is blackholed: its receives
+// come back empty and its leases are renewed through the store, so only
+// its failed partition-properties calls tell it that it cannot read. It
+// must give its partitions up once the ownership expiration has passed
+// since the first failed call, B seen committing, and B must take them
+// over: no partition may go without a commit for longer than two lag
+// intervals (the first failed call) + the ownership expiration + two
+// update intervals + 5 s. Every event ends in the table once.
+func TestHandOverWhenOneReplicaLosesEventHubs(t *testing.T) {
+	const (
+		events     = 2500
+		expiration = 6 * time.Second
+		update     = time.Second
+		lag        = time.Second
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	_, conn := startHub(t, "orders", 2)
+	props, err := azeventhubs.ParseConnectionString(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(props.FullyQualifiedNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	dsn, _, _ := proxiedDatabase(t)
+	dir := t.TempDir()
+	config := func(endpoint string) string {
+		return `
+drain_timeout: 5s
+http: {lag_interval: ` + lag.String() + `}
+connectors:
+  - name: pg
+    source: {connection: "` + conn + `", custom_endpoint: "` + endpoint + `", batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: ` + update.String() + `, ownership_expiration: ` + expiration.String() + `}}
+    checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
+    errors: {retry: {initial_backoff: 50ms, max_backoff: 500ms}}
+    sink:
+      type: postgres
+      dsn: "` + dsn + `"
+      table: public.orders
+      create_table: true
+      columns:
+        order_id: {from: $.order_id, type: text}
+        seq: {from: "@sequence_number", type: bigint}
+        part: {from: "@partition", type: text}
+`
+	}
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs of both replicas:\n%s", logs.String())
+		}
+	})
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close(context.Background())
+	var produced sync.WaitGroup
+	produced.Go(func() {
+		if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: events, Rate: 80, Keys: 20, Seed: 9}); err != nil || n != events {
+			t.Errorf("Demo sent %d of %d: %v", n, events, err)
+		}
+	})
+	defer produced.Wait()
+
+	cfgA, regA, metA := loadWithMetrics(t, dir, config(proxy.Addr()))
+	doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Logger: log.With("replica", "A")})
+	defer stopA()
+	waitUntil(t, ctx, doneA, "A commits on both partitions", func() bool {
+		c := committedByPartition(t, regA)
+		return c["0"] > 0 && c["1"] > 0
+	})
+	cfgB, regB, metB := loadWithMetrics(t, t.TempDir(), config(props.FullyQualifiedNamespace))
+	doneB, stopB := runInBackground(ctx, cfgB, connector.RunOptions{Metrics: metB, Logger: log.With("replica", "B")})
+	defer stopB()
+
+	bound := 2*lag + expiration + 2*update + 5*time.Second
+	start := time.Now()
+	proxy.Set(faultproxy.Fault{Blackhole: true})
+	last := map[string]float64{}
+	lastAt := map[string]time.Time{"0": start, "1": start}
+	var longest time.Duration
+	longestPart := ""
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		c := committedByPartition(t, regA, regB)
+		for _, p := range []string{"0", "1"} {
+			if c[p] > last[p] {
+				last[p], lastAt[p] = c[p], now
+			}
+			if gap := now.Sub(lastAt[p]); gap > longest {
+				longest, longestPart = gap, p
+			}
+		}
+		if c["0"]+c["1"] >= events {
+			break
+		}
+		if longest > bound {
+			t.Fatalf("partition %s went %s without a commit while B could serve it, want at most %s (committed %v)", longestPart, longest.Round(time.Millisecond), bound, c)
+		}
+		select {
+		case err := <-doneA:
+			t.Fatalf("A's Run returned %v", err)
+		case err := <-doneB:
+			t.Fatalf("B's Run returned %v", err)
+		case <-ctx.Done():
+			t.Fatalf("not every event committed: %v of %d", c, events)
+		case <-tick.C:
+		}
+	}
+	t.Logf("A's Event Hubs blackholed: longest partition without a commit: partition %s, %s (bound %s); B committed %v",
+		longestPart, longest.Round(time.Millisecond), bound, committedByPartition(t, regB))
+	if owned := sumMetric(t, regA, "ehsink_partitions_owned", "pg"); owned != 0 {
+		t.Errorf("A owns %v partitions while it cannot reach Event Hubs", owned)
+	}
+	proxy.Heal()
+	stopA()
+	stopB()
+	for name, done := range map[string]chan error{"A": doneA, "B": doneB} {
+		if err := <-done; err != nil {
+			t.Errorf("%s: Run: %v", name, err)
+		}
+	}
+	pg, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.WithoutCancel(ctx))
+	var rows, distinct int
+	if err := pg.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != events || distinct != events {
+		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
+	}
+}
