@@ -1,10 +1,13 @@
 package source_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
@@ -70,5 +73,49 @@ func TestCustomEndpointMustNotBeAURL(t *testing.T) {
 	err := source.Settings{CustomEndpoint: "amqps://proxy:5671"}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "custom_endpoint") {
 		t.Fatalf("Validate = %v, want an error naming custom_endpoint", err)
+	}
+}
+
+// TestPropertiesCallEndsWithItsContext: over a connection that stopped
+// answering (a blackhole after the connection was made), the SDK's
+// partition-properties call waits for its response whatever the context;
+// the source's must end with its context (the lag poller and the claims
+// bound it), and the next call must go through a new connection.
+func TestPropertiesCallEndsWithItsContext(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	conn := srv.ConnectionString("orders")
+	props, err := azeventhubs.ParseConnectionString(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(props.FullyQualifiedNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Settings: source.Settings{CustomEndpoint: proxy.Addr()}})
+	if _, err := src.PartitionProperties(ctx, "0"); err != nil {
+		t.Fatalf("before the blackhole: %v", err)
+	}
+	proxy.Set(faultproxy.Fault{Blackhole: true})
+	ended := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := src.PartitionProperties(cctx, "0")
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("PartitionProperties over a dead connection = %v, want its context's deadline", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("PartitionProperties over a dead connection did not end with its 500 ms context (30 s later)")
+	}
+	proxy.Heal()
+	if _, err := src.PartitionProperties(ctx, "1"); err != nil {
+		t.Fatalf("after the heal: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
@@ -59,16 +60,37 @@ func (p *propsClient) drop(c *azeventhubs.ConsumerClient) {
 
 // PartitionProperties reads a partition's properties. A failure drops the
 // connection it used, so a retry goes through a new one.
+//
+// It returns when ctx ends even if the SDK's call does not: over a
+// connection that stopped answering, the SDK waits for the management
+// response whatever the context (it bounds only the wait for the link), so
+// a caller bounding the call (the lag poller, a claim's resume budget)
+// would hang until go-amqp's idle timeout, 60 s. The connection is then
+// dropped, and closing it ends the call left behind.
 func (p *propsClient) PartitionProperties(ctx context.Context, id string) (azeventhubs.PartitionProperties, error) {
 	c, err := p.get()
 	if err != nil {
 		return azeventhubs.PartitionProperties{}, err
 	}
-	props, err := c.GetPartitionProperties(ctx, id, nil)
-	if err != nil {
-		p.drop(c)
+	type result struct {
+		props azeventhubs.PartitionProperties
+		err   error
 	}
-	return props, err
+	done := make(chan result, 1)
+	go func() {
+		props, err := c.GetPartitionProperties(ctx, id, nil)
+		done <- result{props, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			p.drop(c)
+		}
+		return r.props, r.err
+	case <-ctx.Done():
+		p.drop(c)
+		return azeventhubs.PartitionProperties{}, fmt.Errorf("partition %s properties: no answer: %w", id, ctx.Err())
+	}
 }
 
 // close closes the current client; later calls fail.
