@@ -99,41 +99,8 @@ connectors:
 	defer stopB()
 
 	bound := 2*lag + expiration + 2*update + 5*time.Second
-	start := time.Now()
 	proxy.Set(faultproxy.Fault{Blackhole: true})
-	last := map[string]float64{}
-	lastAt := map[string]time.Time{"0": start, "1": start}
-	var longest time.Duration
-	longestPart := ""
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		now := time.Now()
-		c := committedByPartition(t, regA, regB)
-		for _, p := range []string{"0", "1"} {
-			if c[p] > last[p] {
-				last[p], lastAt[p] = c[p], now
-			}
-			if gap := now.Sub(lastAt[p]); gap > longest {
-				longest, longestPart = gap, p
-			}
-		}
-		if c["0"]+c["1"] >= events {
-			break
-		}
-		if longest > bound {
-			t.Fatalf("partition %s went %s without a commit while B could serve it, want at most %s (committed %v)", longestPart, longest.Round(time.Millisecond), bound, c)
-		}
-		select {
-		case err := <-doneA:
-			t.Fatalf("A's Run returned %v", err)
-		case err := <-doneB:
-			t.Fatalf("B's Run returned %v", err)
-		case <-ctx.Done():
-			t.Fatalf("not every event committed: %v of %d", c, events)
-		case <-tick.C:
-		}
-	}
+	longest, longestPart := watchCommits(t, ctx, events, bound, map[string]chan error{"A": doneA, "B": doneB}, nil, regA, regB)
 	t.Logf("A's Event Hubs blackholed: longest partition without a commit: partition %s, %s (bound %s); B committed %v",
 		longestPart, longest.Round(time.Millisecond), bound, committedByPartition(t, regB))
 	if owned := sumMetric(t, regA, "ehsink_partitions_owned", "pg"); owned != 0 {
