@@ -105,7 +105,7 @@ chaos: tools ## the chaos matrix: replicas, emulator, Azurite, PostgreSQL under 
 	EHSINK_CHAOS_SEED=$(SEED) EHSINK_CHAOS_KEEP=$(KEEP) \
 	$(GO) test -count=1 -v -timeout 90m -run '^TestChaos$$' ./test/chaos/
 
-chaos-short: tools ## the short chaos matrix (24,000 events over 75 s, about 3 minutes per strategy; BALANCING, SEED, KEEP as for chaos)
+chaos-short: tools ## the short chaos matrix (24,000 events over 75 s of faults and 2 min of network partitions, about 5 minutes per strategy; BALANCING, SEED, KEEP as for chaos)
 	EHSINK_CHAOS=short EHSINK_CHAOS_BALANCING=$(BALANCING) EHSINK_CHAOS_SEED=$(SEED) EHSINK_CHAOS_KEEP=$(KEEP) \
 	$(GO) test -race -count=1 -v -timeout 30m -run '^TestChaos$$' ./test/chaos/
 

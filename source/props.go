@@ -89,7 +89,7 @@ func (p *propsClient) PartitionProperties(ctx context.Context, id string) (azeve
 		return r.props, r.err
 	case <-ctx.Done():
 		p.drop(c)
-		return azeventhubs.PartitionProperties{}, fmt.Errorf("partition %s properties: no answer: %w", id, ctx.Err())
+		return azeventhubs.PartitionProperties{}, fmt.Errorf("no answer: %w", ctx.Err())
 	}
 }
 

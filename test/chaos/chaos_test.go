@@ -65,7 +65,6 @@ type harness struct {
 	rnd      *mrand.Rand
 	rndMu    sync.Mutex
 	runDir   string
-	cfgPath  string
 	outDir   string
 	t0       time.Time
 	emu      *emulatorProc
@@ -84,6 +83,7 @@ type harness struct {
 	violations []string
 	errorLines map[string]int            // "LEVEL connector: msg" -> lines, WARN and ERROR
 	msgs       map[string]map[string]int // process -> msg -> lines
+	connMsgs   map[string]map[string]int // connector -> msg -> lines
 	exits      []string
 }
 
@@ -148,7 +148,7 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, k: k, strategy: strategy, ctx: ctx, runDir: runDir, errorLines: map[string]int{}, msgs: map[string]map[string]int{},
+	h := &harness{t: t, k: k, strategy: strategy, ctx: ctx, runDir: runDir, errorLines: map[string]int{}, msgs: map[string]map[string]int{}, connMsgs: map[string]map[string]int{},
 		rnd: mrand.New(mrand.NewPCG(k.seed, 7)), outDir: filepath.Join(runDir, "parquet")}
 	t.Cleanup(func() {
 		if k.keep || t.Failed() {
@@ -187,26 +187,28 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 	if err := h.openStores(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.cfgPath = filepath.Join(runDir, "connectors.yaml")
-	if err := os.WriteFile(h.cfgPath, []byte(h.config()), 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	client, err := azeventhubs.NewProducerClientFromConnectionString(h.emu.conn, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close(context.Background())
-	prod := &producer{client: client, partitions: h.parts, perPart: k.events / k.partitions, duration: k.duration,
+	// the producer sends through both acts, and 10 s between them
+	prod := &producer{client: client, partitions: h.parts, perPart: k.events / k.partitions, duration: k.duration + 10*time.Second + h.act2Length(),
 		keys: 100, checkRows: k.checkRows, seed: k.seed, acked: map[string]bool{}}
 
-	fmt.Printf("chaos matrix: mode=%s strategy=%s events=%d over %s, %d partitions, 3 replicas x (%s), seed=%d, rows PostgreSQL rejects: %v\n",
-		k.mode, strategy, prod.perPart*k.partitions, k.duration, k.partitions, strings.Join(connectors, ", "), k.seed, k.checkRows)
+	fmt.Printf("chaos matrix: mode=%s strategy=%s events=%d over %s (process and server faults) + %s (network partitions), %d partitions, 3 replicas x (%s), seed=%d, rows PostgreSQL rejects: %v\n",
+		k.mode, strategy, prod.perPart*k.partitions, k.duration, h.act2Length(), k.partitions, strings.Join(connectors, ", "), k.seed, k.checkRows)
 
-	h.t0 = time.Now()
 	for i := range replicas {
 		r := &replica{h: h, name: fmt.Sprintf("r%d", i+1)}
+		if err := h.wire(r); err != nil {
+			t.Fatal(err)
+		}
 		h.reps = append(h.reps, r)
+	}
+	h.t0 = time.Now()
+	for _, r := range h.reps {
 		if err := r.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -289,19 +291,24 @@ func (h *harness) openStores(ctx context.Context) error {
 	return nil
 }
 
-func (h *harness) config() string {
+// config is a replica's configuration, reaching PostgreSQL at dsn, Blob
+// Storage with az and Event Hubs at ehAddr (its fault proxies). Event
+// Hubs is reached through custom_endpoint: the namespace, under which
+// leases and checkpoints are kept, stays the emulator's.
+func (h *harness) config(dsn, az, ehAddr string) string {
 	lb := fmt.Sprintf("{strategy: %s, update_interval: %s, ownership_expiration: %s}", h.strategy, h.k.updateInterval, h.k.expiration)
 	src := func(group string) string {
 		return fmt.Sprintf(`    source:
       connection: %q
+      custom_endpoint: %s
       consumer_group: %s
       start: earliest
       batch: {max_events: 500, max_wait: 500ms}
       load_balancing: %s
     checkpoint:
       blob: {connection: %q, container: chaos-ckpt}
-    errors: {retry: {max_backoff: 5s}}
-`, h.emu.conn, group, lb, h.az.ConnectionString())
+    errors: {retry: {max_backoff: 5s}, sink_timeout: %s}
+`, h.emu.conn, ehAddr, group, lb, az, sinkTimeout)
 	}
 	cols := `        id: {from: $.id, type: text}
         k: {from: $.k, type: text}
@@ -311,6 +318,7 @@ func (h *harness) config() string {
         seq: {from: "@sequence_number", type: bigint}
 `
 	return fmt.Sprintf(`drain_timeout: %s
+http: {listen: "127.0.0.1:0", lag_interval: %s}
 connectors:
   - name: %s
 %s    sink:
@@ -334,7 +342,7 @@ connectors:
       max_age: 2s
       max_rows: 5000
       columns:
-%s`, drain, connAppend, src(connAppend), h.dsn, cols, connUpsert, src(connUpsert), h.dsn, cols, connParquet, src(connParquet), h.outDir, cols)
+%s`, drain, lagInterval, connAppend, src(connAppend), dsn, cols, connUpsert, src(connUpsert), dsn, cols, connParquet, src(connParquet), h.outDir, cols)
 }
 
 func createTables(ctx context.Context, dsn string) error {

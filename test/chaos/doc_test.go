@@ -5,8 +5,14 @@
 // several at once: kill -9 of replicas, a SIGTERM restart, PostgreSQL,
 // Azurite and the emulator crashed and restarted, the emulator's admin
 // faults, a failure during a partition claim, a replica started while its
-// sink is down. Once every partition is caught up with the hub, the output
-// is checked against the hub, read back through its own consumer group.
+// sink is down. Then (act 2) network partitions: each replica reaches each
+// dependency through a fault proxy of its own, and replicas are cut off
+// one or two at a time (blackhole, blackhole mid-transaction, reset,
+// latency, bandwidth, during a rebalance, every replica from PostgreSQL),
+// while a monitor checks that no partition stays unread longer than its
+// scenario's bound while a healthy replica exists. Once every partition is
+// caught up with the hub, the output is checked against the hub, read back
+// through its own consumer group.
 //
 // `make chaos-short` (EHSINK_CHAOS=short) runs the short matrix, `make
 // chaos` the full one, and `make test` the short one for one strategy

@@ -13,18 +13,19 @@ import (
 // last has ended (and every service is back).
 func (h *harness) scheduleFaults(wg *sync.WaitGroup) {
 	d := h.k.duration
+	var act1 sync.WaitGroup
 	at := func(frac float64, name string, f func()) {
-		wg.Add(1)
+		act1.Add(1)
 		go func() {
-			defer wg.Done()
+			defer act1.Done()
 			if h.sleep(time.Until(h.t0.Add(time.Duration(frac * float64(d))))) {
 				f()
 			}
 		}()
 		_ = name
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); h.killLoop(h.t0.Add(d - 5*time.Second)) }()
+	act1.Add(1)
+	go func() { defer act1.Done(); h.killLoop(h.t0.Add(d - 5*time.Second)) }()
 
 	at(0.10, "detach", h.detach)
 	at(0.15, "claim", h.claimFault)
@@ -37,6 +38,16 @@ func (h *harness) scheduleFaults(wg *sync.WaitGroup) {
 	at(0.70, "emulator", h.emulatorKill)
 	at(0.80, "detach", h.detach)
 	at(0.86, "drop", func() { h.adminFault("drop-connections", "/faults/drop-connections", 0) })
+
+	// act 2, once act 1 is over and every service is back
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		act1.Wait()
+		if h.sleep(time.Until(h.t0.Add(d + 10*time.Second))) {
+			h.partitions()
+		}
+	}()
 }
 
 // pickReplica locks and returns a random replica no other fault holds.

@@ -1,11 +1,16 @@
 package chaos_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -16,6 +21,9 @@ import (
 type replica struct {
 	h    *harness
 	name string
+	cfg  string // its connectors.yaml, through its fault proxies
+	net  paths
+	ops  atomic.Value // the current process's operations API, "http://host:port"
 	// busy is held by whoever stops or starts the process (a fault, the
 	// supervisor), so that two faults never act on one replica at once.
 	busy sync.Mutex
@@ -28,6 +36,7 @@ var (
 	ownerRE     = regexp.MustCompile(`\bowner=(\S+)`)
 	connectorRE = regexp.MustCompile(`\bconnector=(\S+)`)
 	msgRE       = regexp.MustCompile(`\bmsg=("(?:[^"\\]|\\.)*"|\S+)`)
+	opsRE       = regexp.MustCompile(`msg="serving the operations API" addr=(\S+)`)
 )
 
 // startLocked starts a new generation; the caller holds busy.
@@ -38,7 +47,12 @@ func (r *replica) startLocked() error {
 	r.mu.Unlock()
 	name := fmt.Sprintf("%s#%d", r.name, gen)
 	p, stdout, err := startProc(name, r.h.runDir, filepath.Join(r.h.runDir, r.name+".log"),
-		[]string{"run", "-c", r.h.cfgPath, "--log-level", "info"}, func(l string) { r.h.sawLine(name, l) })
+		[]string{"run", "-c", r.cfg, "--log-level", "info"}, func(l string) {
+			if m := opsRE.FindStringSubmatch(l); m != nil {
+				r.ops.Store(m[1])
+			}
+			r.h.sawLine(name, l)
+		})
 	if err != nil {
 		return err
 	}
@@ -87,6 +101,40 @@ func (r *replica) supervise(p *proc) {
 	}
 }
 
+// readiness asks the replica's operations API whether it is ready: the
+// status code and the first reason given.
+func (r *replica) readiness(ctx context.Context) string {
+	addr, _ := r.ops.Load().(string)
+	if addr == "" {
+		return "no operations API seen"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", addr+"/readyz", nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var ready struct {
+		NotReady []struct {
+			Connector, Reason string
+		} `json:"not_ready"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ready)
+	if len(ready.NotReady) == 0 {
+		return fmt.Sprint(resp.StatusCode)
+	}
+	why := ready.NotReady[0].Connector + ": " + ready.NotReady[0].Reason
+	if len(why) > 90 {
+		why = why[:90] + "…"
+	}
+	return fmt.Sprintf("%d (%s)", resp.StatusCode, why)
+}
+
 // kill9 kills the current process; the caller holds busy.
 func (r *replica) kill9Locked() *proc {
 	p := r.current()
@@ -123,19 +171,27 @@ func (h *harness) sawLine(proc, l string) {
 	if m := msgRE.FindStringSubmatch(l); m != nil {
 		msg = strings.Trim(m[1], `"`)
 	}
+	conn := ""
+	if m := connectorRE.FindStringSubmatch(l); m != nil {
+		conn = m[1]
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.msgs[proc] == nil {
 		h.msgs[proc] = map[string]int{}
 	}
 	h.msgs[proc][msg]++
+	if h.connMsgs[conn] == nil {
+		h.connMsgs[conn] = map[string]int{}
+	}
+	h.connMsgs[conn][msg]++
 	if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
 		level := "WARN"
 		if strings.Contains(l, "level=ERROR") {
 			level = "ERROR"
 		}
-		if m := connectorRE.FindStringSubmatch(l); m != nil {
-			msg = m[1] + ": " + msg
+		if conn != "" {
+			msg = conn + ": " + msg
 		}
 		h.errorLines[level+" "+msg]++
 	}
@@ -155,6 +211,17 @@ func (h *harness) countAll(msg string) int {
 	n := 0
 	for _, m := range h.msgs {
 		n += m[msg]
+	}
+	return n
+}
+
+// connCount is how often the connectors logged msg, all processes together.
+func (h *harness) connCount(conns []string, msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range conns {
+		n += h.connMsgs[c][msg]
 	}
 	return n
 }
