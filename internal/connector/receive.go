@@ -66,7 +66,18 @@ func (pr *partitionRun) sourceGone(ctx context.Context) error {
 	// read the store from the start of the outage, so that the evidence
 	// is there when the wait is over
 	p.observe(ctx, since)
-	if time.Since(since) < after || !p.progressing(since) {
+	if time.Since(since) < after {
+		return nil
+	}
+	if !p.progressing(since) {
+		pr.r.mu.Lock()
+		first := !pr.r.staySource.Equal(since)
+		pr.r.staySource = since
+		pr.r.mu.Unlock()
+		if first {
+			pr.r.log.Warn("Event Hubs not reached, and no other replica is seen committing: partitions stay",
+				"since", since.Format(time.RFC3339), "store_error", p.lastError())
+		}
 		return nil
 	}
 	return fmt.Errorf("%w: no partition-properties call answered for %s (longer than %s), while other replicas commit",

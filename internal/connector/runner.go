@@ -173,8 +173,9 @@ type Runner struct {
 
 	brk *breaker
 
-	mu     sync.Mutex // guards active
-	active map[string]*partitionRun
+	mu         sync.Mutex // guards active and staySource
+	active     map[string]*partitionRun
+	staySource time.Time // the Event Hubs outage whose "partitions stay" was logged
 }
 
 // NewRunner returns a runner. It starts nothing.
