@@ -299,13 +299,15 @@ func (b *breaker) calledOff() {
 }
 
 // holdingClaims reports whether the connector should claim no new
-// partition: the breaker is open and its open period runs, or a probe is
-// out. Once the period is over, a claim may go ahead: its sink Open is the
-// probe (claimResult).
+// partition: whenever the breaker is not closed. A claim is no probe: it
+// would take a partition from a replica that serves it (a steal, in the
+// balanced or greedy rounds) only to give it back when its sink Open
+// fails. The probes are the sink calls of the partitions the connector
+// still holds, or, when it holds none, probeIdle's.
 func (b *breaker) holdingClaims() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.state == breakerHalfOpen || (b.state == breakerOpen && time.Now().Before(b.until))
+	return b.state != breakerClosed
 }
 
 // claimResult records the outcome of the sink Open a partition's claim

@@ -82,11 +82,12 @@ func TestRunnerStopsCommittingBeforeLeaseRunsOut(t *testing.T) {
 	t.Logf("stopped %s before the lease ran out, after %d commits", time.Until(time.Unix(0, p.expiry.Load())).Round(time.Millisecond), commits.Load())
 }
 
-// TestBreakerHoldsClaimsAndClaimProbes: a sink timeout opens the breaker at
-// once; while its open period runs, claims are held; after it, a claim's
-// Open is the probe: a transient failure opens it again for twice as
-// long, a success closes it.
-func TestBreakerHoldsClaimsAndClaimProbes(t *testing.T) {
+// TestBreakerHoldsClaimsUntilItCloses: a sink timeout opens the breaker at
+// once, and claims are held, after the open period too (a claim would
+// steal a partition only to give it back); a successful probe closes the
+// breaker and ends the hold. A failed claim made meanwhile doubles the
+// open period.
+func TestBreakerHoldsClaimsUntilItCloses(t *testing.T) {
 	b := newBreaker(CircuitBreakerSpec{Failures: 5, ProbeInterval: time.Hour, MaxProbeInterval: 4 * time.Hour}, "c", slog.New(slog.DiscardHandler), nil)
 	if b.holdingClaims() {
 		t.Fatal("a closed breaker holds claims")
@@ -96,16 +97,15 @@ func TestBreakerHoldsClaimsAndClaimProbes(t *testing.T) {
 		t.Fatalf("after one sink timeout: state %d, holding %v; want open and holding", b.state, b.holdingClaims())
 	}
 	b.until = time.Now() // the open period is over
-	if b.holdingClaims() {
-		t.Fatal("claims held after the open period: no claim could probe")
+	if !b.holdingClaims() {
+		t.Fatal("claims let through after the open period: a claim would steal a partition to probe")
 	}
 	b.claimResult(sinks.Transient(errors.New("connection refused")))
 	if b.state != breakerOpen || b.openFor != 2*time.Hour || !b.holdingClaims() {
-		t.Fatalf("after a failed claim probe: state %d, open for %s; want open for 2h, holding", b.state, b.openFor)
+		t.Fatalf("after a failed claim: state %d, open for %s; want open for 2h, holding", b.state, b.openFor)
 	}
-	b.until = time.Now()
-	b.claimResult(nil)
+	b.result(nil) // a probe (a partition's sink call, or probeIdle) succeeded
 	if b.state != breakerClosed || b.holdingClaims() {
-		t.Fatalf("after a successful claim: state %d; want closed", b.state)
+		t.Fatalf("after a successful probe: state %d; want closed and not holding", b.state)
 	}
 }

@@ -17,13 +17,19 @@ import (
 // hubLast returns each partition's last enqueued sequence number, as the
 // hub says (-1 for an empty partition).
 func (h *harness) hubLast(ctx context.Context) (map[string]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
 	c, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", verifyGroup, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close(context.Background())
+	return h.hubLastWith(ctx, c)
+}
+
+// hubLastWith is hubLast through the client c (the partitions' monitor
+// keeps one for its samples).
+func (h *harness) hubLastWith(ctx context.Context, c *azeventhubs.ConsumerClient) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
 	out := map[string]int64{}
 	for _, p := range h.parts {
 		props, err := c.GetPartitionProperties(ctx, p, nil)

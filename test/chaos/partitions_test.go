@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
 	"github.com/ehsink/ehsink/internal/faultproxy"
 )
 
@@ -237,13 +239,13 @@ type unreadMonitor struct {
 // run samples every second until ctx ends.
 func (m *unreadMonitor) run(ctx context.Context) {
 	h := m.h
-	last := map[string]map[string]int64{}
+	seen := map[string]map[string]int64{} // each sink's position at its last advance
 	since := map[string]map[string]time.Time{}
 	start := time.Now()
 	for _, c := range connectors {
-		last[c], since[c] = map[string]int64{}, map[string]time.Time{}
+		seen[c], since[c] = map[string]int64{}, map[string]time.Time{}
 		for _, p := range h.parts {
-			last[c][p], since[c][p] = -2, start
+			seen[c][p], since[c][p] = -2, start
 		}
 	}
 	closeAt := func(c, p string, now time.Time) {
@@ -254,6 +256,12 @@ func (m *unreadMonitor) run(ctx context.Context) {
 		}
 		since[c][p] = now
 	}
+	hub, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", verifyGroup, nil)
+	if err != nil {
+		h.fail("partitions' monitor: %v", err)
+		return
+	}
+	defer hub.Close(context.Background())
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -268,7 +276,7 @@ func (m *unreadMonitor) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		hub, err := h.hubLast(ctx)
+		last, err := h.hubLastWith(ctx, hub)
 		if err != nil {
 			continue
 		}
@@ -280,9 +288,9 @@ func (m *unreadMonitor) run(ctx context.Context) {
 		for _, c := range connectors {
 			for _, p := range h.parts {
 				s := pos[c][p].sink
-				if s > last[c][p] || s >= hub[p] {
+				if s > seen[c][p] || s >= last[p] {
 					closeAt(c, p, now)
-					last[c][p] = s
+					seen[c][p] = s
 				}
 			}
 		}

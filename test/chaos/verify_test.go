@@ -190,7 +190,11 @@ func (h *harness) readHub(ctx context.Context) ([]hubEvent, error) {
 		}
 		next := int64(-1)
 		for next < last[p] {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			// Generous: the emulator reads a restarted data dir from the
+			// start slowly (seen: over 10 s to a partition's first event
+			// with two matrices running), and this only decides that
+			// nothing more is coming.
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
 			evs, err := pc.ReceiveEvents(rctx, 2000, nil)
 			cancel()
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
