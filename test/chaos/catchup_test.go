@@ -50,6 +50,30 @@ type progress struct{ sink, ckpt int64 }
 
 // positions reads every connector's sink watermarks and checkpoints.
 func (h *harness) positions(ctx context.Context) (map[string]map[string]progress, error) {
+	out, err := h.sinkPositions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range connectors {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cps, err := h.stores[c].ListCheckpoints(cctx, h.ns, hubName, c, nil)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, cp := range cps {
+			if cp.SequenceNumber != nil {
+				pr := out[c][cp.PartitionID]
+				pr.ckpt = *cp.SequenceNumber
+				out[c][cp.PartitionID] = pr
+			}
+		}
+	}
+	return out, nil
+}
+
+// sinkPositions reads every connector's sink watermarks (ckpt left at -1).
+func (h *harness) sinkPositions(ctx context.Context) (map[string]map[string]progress, error) {
 	out := map[string]map[string]progress{}
 	for _, c := range connectors {
 		out[c] = map[string]progress{}
@@ -89,21 +113,6 @@ func (h *harness) positions(ctx context.Context) (map[string]map[string]progress
 		if pr := out[connParquet][f.partition]; f.last > pr.sink {
 			pr.sink = f.last
 			out[connParquet][f.partition] = pr
-		}
-	}
-	for _, c := range connectors {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		cps, err := h.stores[c].ListCheckpoints(cctx, h.ns, hubName, c, nil)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		for _, cp := range cps {
-			if cp.SequenceNumber != nil {
-				pr := out[c][cp.PartitionID]
-				pr.ckpt = *cp.SequenceNumber
-				out[c][cp.PartitionID] = pr
-			}
 		}
 	}
 	return out, nil
