@@ -60,8 +60,11 @@ func affects(dep, conn string) bool { return dep != "PostgreSQL" || conn != conn
 // replicas commit) and gives the partition up, and a healthy replica
 // claims it: greedy at its next round; balanced one partition per round,
 // so a healthy replica may need as many rounds as partitions it takes over
-// (at most partitions / healthy replicas). 5 s cover the claim, the first
-// batch and the monitor's own one-second sampling.
+// (at most partitions / healthy replicas). 8 s of slack cover what the
+// formula leaves out, a second or two each: the last batch before the cut
+// (a stretch starts at the last commit seen), the release and the claim's
+// resume and sink Open, the first batch after, and the monitor's own
+// one-second sampling.
 func (h *harness) bound(sc scenario, conn string) (time.Duration, bool) {
 	var notice time.Duration
 	cut := map[*replica]bool{}
@@ -79,7 +82,7 @@ func (h *harness) bound(sc scenario, conn string) (time.Duration, bool) {
 	if h.strategy == "balanced" {
 		rounds = (h.k.partitions + healthy - 1) / healthy
 	}
-	return notice + h.k.expiration + time.Duration(rounds)*h.k.updateInterval + 5*time.Second, true
+	return notice + h.k.expiration + time.Duration(rounds)*h.k.updateInterval + 8*time.Second, true
 }
 
 // paths are one replica's fault proxies, one per dependency.
