@@ -230,6 +230,8 @@ func (h *harness) act2Length() time.Duration {
 type stretch struct {
 	conn, part string
 	from, to   time.Time
+	sinkFrom   int64 // the sink's position when it last advanced before
+	sinkTo     int64 // and when the stretch ended
 }
 
 func (s stretch) length() time.Duration { return s.to.Sub(s.from) }
@@ -270,8 +272,8 @@ func (m *unreadMonitor) run(ctx context.Context) {
 			seen[c][p], since[c][p] = -2, start
 		}
 	}
-	closeAt := func(c, p string, now time.Time) {
-		if s := (stretch{conn: c, part: p, from: since[c][p], to: now}); s.length() > 3*time.Second {
+	closeAt := func(c, p string, now time.Time, sink int64) {
+		if s := (stretch{conn: c, part: p, from: since[c][p], to: now, sinkFrom: seen[c][p], sinkTo: sink}); s.length() > 3*time.Second {
 			m.mu.Lock()
 			m.stretches = append(m.stretches, s)
 			m.mu.Unlock()
@@ -293,7 +295,7 @@ func (m *unreadMonitor) run(ctx context.Context) {
 			now := time.Now()
 			for _, c := range connectors {
 				for _, p := range h.parts {
-					closeAt(c, p, now)
+					closeAt(c, p, now, seen[c][p])
 				}
 			}
 			return
@@ -321,7 +323,7 @@ func (m *unreadMonitor) run(ctx context.Context) {
 			for _, p := range h.parts {
 				s := pos[c][p].sink
 				if s > seen[c][p] || s >= last[p] {
-					closeAt(c, p, now)
+					closeAt(c, p, now, s)
 					seen[c][p] = s
 				}
 			}
@@ -477,7 +479,7 @@ func (h *harness) partitions() {
 		case stranded && s.to.Sub(heal) > bound:
 			over = append(over, fmt.Sprintf("%s partition %s read again only %s after the heal (bound %s)", s.conn, s.part, s.to.Sub(heal).Round(100*time.Millisecond), bound))
 		case !stranded && s.length() > bound:
-			over = append(over, fmt.Sprintf("%s partition %s unread %s from %s (bound %s)", s.conn, s.part, s.length().Round(100*time.Millisecond), fmtAt(s.from.Sub(h.t0)), bound))
+			over = append(over, fmt.Sprintf("%s partition %s unread %s from %s, its sink at seq %d, then %d (bound %s)", s.conn, s.part, s.length().Round(100*time.Millisecond), fmtAt(s.from.Sub(h.t0)), s.sinkFrom, s.sinkTo, bound))
 		}
 	}
 	n := len(mon.stretches)
