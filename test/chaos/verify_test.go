@@ -59,6 +59,20 @@ type results struct {
 func (h *harness) verify(ctx context.Context, prod *producer) *results {
 	res := &results{byConn: map[string]*outcome{}}
 	events, err := h.readHub(ctx)
+	if err != nil && strings.Contains(err.Error(), "nothing after seq") {
+		// An emulator defect, seen after the network partitions: one
+		// partition served to no reader, a new connection included,
+		// while the same data dir loaded afresh serves every event. The
+		// emulator is restarted on its data dir (as the emulator fault
+		// does; it keeps every event) and the hub read again, once. The
+		// defect is printed, not hidden; the sinks are still checked
+		// against everything the hub holds.
+		fmt.Printf("EMULATOR DEFECT: %v; restarting the emulator on its data dir and reading the hub again\n", err)
+		h.emu.current().kill9()
+		if err = h.emu.start(ctx); err == nil {
+			events, err = h.readHub(ctx)
+		}
+	}
 	if err != nil {
 		h.fail("reading the hub back: %v", err)
 		return res
