@@ -141,7 +141,8 @@ func (h *harness) sleep(d time.Duration) bool {
 }
 
 func runMatrix(t *testing.T, k knobs, strategy string) {
-	budget := k.duration + k.catchUp + 5*time.Minute
+	// both acts, the catch-up, and the checks (reading the hub back may take two tries)
+	budget := k.duration + 10*time.Second + actLength(k) + k.catchUp + 8*time.Minute
 	ctx, cancel := context.WithTimeout(t.Context(), budget)
 	defer cancel()
 	runDir, err := os.MkdirTemp("", "ehsink-chaos-"+strategy+"-")

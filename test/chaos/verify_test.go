@@ -205,11 +205,8 @@ func (h *harness) readHub(ctx context.Context) ([]hubEvent, error) {
 		next := int64(-1)
 		retried := false
 		for next < last[p] {
-			// Generous: the emulator reads a restarted data dir from the
-			// start slowly (seen: over 10 s to a partition's first event
-			// with two matrices running), and this only decides that
-			// nothing more is coming.
-			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			// This only decides that nothing more is coming.
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			evs, err := pc.ReceiveEvents(rctx, 2000, nil)
 			cancel()
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -225,7 +222,7 @@ func (h *harness) readHub(ctx context.Context) ([]hubEvent, error) {
 				// got nothing at all while a new connection reads the
 				// same partition. Said, not hidden: one more try on a
 				// connection of its own.
-				fmt.Printf("reading the hub back: partition %s gave nothing after seq %d within a minute; trying once more through a new connection\n", p, next)
+				fmt.Printf("reading the hub back: partition %s gave nothing after seq %d within 20 s; trying once more through a new connection\n", p, next)
 				retried = true
 				c2, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", verifyGroup, nil)
 				if err != nil {
