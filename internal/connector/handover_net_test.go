@@ -43,6 +43,43 @@ func committedByPartition(t *testing.T, regs ...*prometheus.Registry) map[string
 	return out
 }
 
+// produceInBackground sends events demo orders to the hub of conn at rate
+// per second while the test goes on; the returned func waits until they
+// are sent (a failed send fails t).
+func produceInBackground(t *testing.T, ctx context.Context, conn string, events int, rate float64, seed uint64) (wait func()) {
+	t.Helper()
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var produced sync.WaitGroup
+	produced.Go(func() {
+		defer producer.Close(context.Background())
+		if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: events, Rate: rate, Keys: 20, Seed: seed}); err != nil || n != events {
+			t.Errorf("Demo sent %d of %d: %v", n, events, err)
+		}
+	})
+	return produced.Wait
+}
+
+// wantEveryEventOnce checks that public.orders holds each of the events
+// sent exactly once.
+func wantEveryEventOnce(t *testing.T, ctx context.Context, dsn string, events int) {
+	t.Helper()
+	pg, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.WithoutCancel(ctx))
+	var rows, distinct int
+	if err := pg.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != events || distinct != events {
+		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
+	}
+}
+
 // watchCommits follows the commits of the replicas' registries every
 // 100 ms until events are committed, and returns the longest time a
 // partition went without one (from the call on) and which. It fails t as
@@ -151,18 +188,8 @@ connectors:
 	doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Control: ctlA, Logger: log.With("replica", "A")})
 	defer stopA()
 
-	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close(context.Background())
-	var produced sync.WaitGroup
-	produced.Go(func() {
-		if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: events, Rate: 100, Keys: 20, Seed: 21}); err != nil || n != events {
-			t.Errorf("Demo sent %d of %d: %v", n, events, err)
-		}
-	})
-	defer produced.Wait()
+	produced := produceInBackground(t, ctx, conn, events, 100, 21)
+	defer produced()
 
 	waitUntil(t, ctx, doneA, "A commits on both partitions", func() bool {
 		c := committedByPartition(t, regA)
@@ -198,16 +225,5 @@ connectors:
 			t.Errorf("%s: Run: %v", name, err)
 		}
 	}
-	pg, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.WithoutCancel(ctx))
-	var rows, distinct int
-	if err := pg.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != events || distinct != events {
-		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
-	}
+	wantEveryEventOnce(t, ctx, dsn, events)
 }

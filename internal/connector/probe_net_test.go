@@ -4,16 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
-	"github.com/ehsink/ehsink/internal/produce"
 )
 
 // TestIdleReplicaRejoinsWhenItsSinkAnswers: A's path to PostgreSQL is cut
@@ -60,18 +57,8 @@ connectors:
 			t.Logf("logs of both replicas:\n%s", logs.String())
 		}
 	})
-	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close(context.Background())
-	var produced sync.WaitGroup
-	produced.Go(func() {
-		if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: events, Rate: 50, Keys: 20, Seed: 5}); err != nil || n != events {
-			t.Errorf("Demo sent %d of %d: %v", n, events, err)
-		}
-	})
-	defer produced.Wait()
+	produced := produceInBackground(t, ctx, conn, events, 50, 5)
+	defer produced()
 
 	cfgA, regA, metA := loadWithMetrics(t, dir, config(proxied))
 	doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Logger: log.With("replica", "A")})
@@ -97,7 +84,7 @@ connectors:
 	waitUntil(t, ctx, doneA, "A serving both partitions again", func() bool {
 		return sumMetric(t, regA, "ehsink_partitions_owned", "pg") == 2
 	})
-	produced.Wait()
+	produced()
 	pg, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

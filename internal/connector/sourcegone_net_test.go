@@ -4,16 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
-	"github.com/ehsink/ehsink/internal/produce"
 )
 
 // TestHandOverWhenOneReplicaLosesEventHubs: A reaches Event Hubs through a
@@ -74,18 +71,8 @@ connectors:
 			t.Logf("logs of both replicas:\n%s", logs.String())
 		}
 	})
-	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close(context.Background())
-	var produced sync.WaitGroup
-	produced.Go(func() {
-		if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: events, Rate: 80, Keys: 20, Seed: 9}); err != nil || n != events {
-			t.Errorf("Demo sent %d of %d: %v", n, events, err)
-		}
-	})
-	defer produced.Wait()
+	produced := produceInBackground(t, ctx, conn, events, 80, 9)
+	defer produced()
 
 	cfgA, regA, metA := loadWithMetrics(t, dir, config(proxy.Addr()))
 	doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Logger: log.With("replica", "A")})
@@ -114,16 +101,5 @@ connectors:
 			t.Errorf("%s: Run: %v", name, err)
 		}
 	}
-	pg, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.WithoutCancel(ctx))
-	var rows, distinct int
-	if err := pg.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != events || distinct != events {
-		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
-	}
+	wantEveryEventOnce(t, ctx, dsn, events)
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/faultproxy"
-	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/internal/testenv"
 )
 
@@ -146,18 +145,8 @@ connectors:
 	}
 	owned := func(name string) float64 { return sumMetric(t, replicas[name].reg, "ehsink_partitions_owned", "pg") }
 
-	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close(context.Background())
-	var produced sync.WaitGroup
-	produced.Go(func() {
-		if n, err := produce.Demo(ctx, producer, produce.DemoOptions{Count: events, Rate: 100, Keys: 20, Seed: 43}); err != nil || n != events {
-			t.Errorf("Demo sent %d of %d: %v", n, events, err)
-		}
-	})
-	defer produced.Wait()
+	produced := produceInBackground(t, ctx, conn, events, 100, 43)
+	defer produced()
 
 	waitUntil(t, ctx, replicas["A"].done, "each replica owns and commits one partition", func() bool {
 		c := committedByPartition(t, replicas["A"].reg, replicas["B"].reg)
