@@ -147,13 +147,22 @@ func (l *link) deliverLoop(d *deliverer) {
 	}
 }
 
-// hubDetached detaches the link after the hub detached its receiver
-// (steal or ForceDetach); ErrClosed means the link is going away anyway.
+// hubDetached detaches the link after Next failed: the hub detached its
+// receiver (steal or ForceDetach), or the partition could not be read. A
+// read failure is said, to the log and to the client as an internal error,
+// rather than left as a link that delivers nothing. ErrClosed means the
+// link is going away anyway.
 func (l *link) hubDetached(d *deliverer, err error) {
 	var he *hub.Error
 	if errors.As(err, &he) {
 		l.detachWithError(toAMQPError(err))
+		return
 	}
+	if errors.Is(err, hub.ErrClosed) {
+		return
+	}
+	l.s.c.log.Error("partition receiver cannot read its partition; detaching the link", "receiver", d.rcv.String(), "err", err)
+	l.detachWithError(toAMQPError(err))
 }
 
 // sendPending encodes pending events and sends as many as credit and

@@ -1,9 +1,15 @@
 package emulator
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
@@ -82,4 +88,73 @@ func TestSDKKeys(t *testing.T) {
 	if _, err = bad.NewEventDataBatch(ctx, nil); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("NewEventDataBatch with a wrong key: %v, want a 401", err)
 	}
+}
+
+// TestSDKUnreadablePartitionIsAnError: a partition whose stored records
+// cannot be read (here records overwritten on disk under the running
+// emulator) detaches the receiver's link with an internal error, logged
+// with the receiver and the cause, instead of leaving a link attached
+// that delivers nothing and says nothing (the SDK retries an internal
+// error, so the log is where it shows).
+func TestSDKUnreadablePartitionIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	var logs lockedBuffer
+	srv := startEmulator(t, Config{
+		DataDir: dir, Hubs: []HubConfig{{Name: "orders", Partitions: 2}},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	p := newProducer(t, srv, "orders")
+	sendNumbered(t, p, "1", 0, 10)
+	segs, err := filepath.Glob(filepath.Join(dir, "orders", "1", "*.seg"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segment files of partition 1: %v %v", segs, err)
+	}
+	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Garbage over the middle of the records: their checksums fail.
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, 64), st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	c := newConsumer(t, srv, "orders", "", nil)
+	pc, err := c.NewPartitionClient("1", &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: ptr(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	evs, _ := pc.ReceiveEvents(ctx, 10, nil)
+	if len(evs) == 10 {
+		t.Fatal("every event of the damaged partition was delivered")
+	}
+	out := logs.String()
+	if !strings.Contains(out, "cannot read its partition") || !strings.Contains(out, `partition 1`) || !strings.Contains(out, "checksum") {
+		t.Fatalf("the emulator did not say the partition cannot be read; its log:\n%s", out)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger written from many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
