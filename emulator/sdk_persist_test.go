@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // TestSDKRestartWithDataDir: a second emulator on the same data dir serves
@@ -98,7 +98,7 @@ func TestSDKKeys(t *testing.T) {
 // error, so the log is where it shows).
 func TestSDKUnreadablePartitionIsAnError(t *testing.T) {
 	dir := t.TempDir()
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	srv := startEmulator(t, Config{
 		DataDir: dir, Hubs: []HubConfig{{Name: "orders", Partitions: 2}},
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -139,22 +139,4 @@ func TestSDKUnreadablePartitionIsAnError(t *testing.T) {
 	if !strings.Contains(out, "cannot read its partition") || !strings.Contains(out, `partition 1`) || !strings.Contains(out, "checksum") {
 		t.Fatalf("the emulator did not say the partition cannot be read; its log:\n%s", out)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for a logger written from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

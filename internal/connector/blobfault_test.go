@@ -73,7 +73,7 @@ connectors:
         part: {from: "@partition", type: text}
 `
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
-	logs := &lockedBuffer{}
+	logs := &testenv.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("connector logs:\n%s", logs.String())

@@ -15,6 +15,7 @@ import (
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // committedByPartition sums ehsink_events_committed_total per partition
@@ -176,7 +177,7 @@ connectors:
         part: {from: "@partition", type: text}
 `
 	}
-	logs := &lockedBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {

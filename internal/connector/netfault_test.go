@@ -1,14 +1,12 @@
 package connector_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,24 +25,6 @@ const (
 	faultIdleInTx    = 2 * time.Second  // sink.idle_in_transaction_timeout
 	faultExpiration  = 20 * time.Second // load_balancing.ownership_expiration
 )
-
-// lockedBuffer collects logs, to show them when a test fails.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // proxiedDatabase makes a fresh database and a fault proxy in front of its
 // server; it returns the database's DSN, the same DSN through the proxy,
@@ -72,7 +52,7 @@ type pgFaultRun struct {
 	ctl   *connector.Control
 	done  chan error
 	stop  context.CancelFunc
-	logs  *lockedBuffer
+	logs  *testenv.LogBuffer
 }
 
 // startPGFault starts, with errors.sink_timeout sinkTimeout, one append connector reading a demo of events
@@ -105,7 +85,7 @@ connectors:
         part: {from: "@partition", type: text}
 `
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
-	logs := &lockedBuffer{}
+	logs := &testenv.LogBuffer{}
 	ctl := connector.NewControl()
 	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Control: ctl, DevEnv: devenv.New(),
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // TestIdleReplicaRejoinsWhenItsSinkAnswers: A's path to PostgreSQL is cut
@@ -50,7 +51,7 @@ connectors:
         part: {from: "@partition", type: text}
 `
 	}
-	logs := &lockedBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // TestHandOverWhenOneReplicaLosesEventHubs: A reaches Event Hubs through a
@@ -64,7 +65,7 @@ connectors:
         part: {from: "@partition", type: text}
 `
 	}
-	logs := &lockedBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -38,7 +38,7 @@ type stayPutCounter struct {
 	mu   sync.Mutex
 	n    map[string]map[string]int
 	on   bool
-	text *lockedBuffer
+	text *testenv.LogBuffer
 }
 
 func (c *stayPutCounter) counts() map[string]map[string]int {
@@ -124,7 +124,7 @@ connectors:
         seq: {from: "@sequence_number", type: bigint}
         part: {from: "@partition", type: text}
 `
-	counter := &stayPutCounter{n: map[string]map[string]int{}, text: &lockedBuffer{}}
+	counter := &stayPutCounter{n: map[string]map[string]int{}, text: &testenv.LogBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs of both replicas:\n%s", counter.text.String())

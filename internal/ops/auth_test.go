@@ -1,7 +1,6 @@
 package ops_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/ops"
 	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/testenv"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
 	_ "github.com/ehsink/ehsink/sinks/stdout"
 )
@@ -81,34 +81,15 @@ connectors:
 	return control
 }
 
-// logBuffer is a log destination the server's goroutines may write to
-// while the test reads it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // api is an operations server on a real listener.
 type api struct {
 	base string // http://127.0.0.1:PORT, even when listening on 0.0.0.0
-	logs *logBuffer
+	logs *testenv.LogBuffer
 }
 
 func serve(t *testing.T, control *connector.Control, addr string, token secret.String) *api {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	srv, err := ops.Serve(addr, ops.Options{Control: control, Token: token, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,17 +1,16 @@
 package postgres
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
@@ -102,7 +101,7 @@ func TestServerRefusedRows(t *testing.T) {
 			cp := &checkpointStore{seq: map[string]int64{}}
 			// The runner hands the sink a logger that already names the
 			// connector; the sink's own lines must not name it again.
-			var logs lockedBuffer
+			var logs testenv.LogBuffer
 			info := testInfo
 			info.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("connector", testInfo.Connector)
 			s1, err := newPostgresSink(testCtx(t), cfg, info)
@@ -284,22 +283,4 @@ func TestPoisonCode(t *testing.T) {
 			t.Errorf("poisonErr(%s) = %v, want %v", code, got, want)
 		}
 	}
-}
-
-// lockedBuffer is a log destination safe for the sink's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
