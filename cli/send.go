@@ -288,6 +288,7 @@ func (t *target) resolve() (endpoint, int, error) {
 		}
 		ep.spec = spec
 		ep.conn, ep.namespace, ep.hub = spec.Source.Connection, spec.Source.Namespace, spec.Source.EventHub
+		ep.customEndpoint = spec.Source.CustomEndpoint
 		if ep.conn.Reveal() == "emulator" {
 			ep.conn, err = emulatorConnection(cfg, spec)
 			if err != nil {
@@ -354,7 +355,7 @@ func isAnyPort(addr string) bool {
 // producer returns a producer client for ep. Retries are few: a command
 // line tool should say what is wrong rather than wait.
 func (ep endpoint) producer() (*azeventhubs.ProducerClient, error) {
-	opts := &azeventhubs.ProducerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: 2}}
+	opts := &azeventhubs.ProducerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: 2}, CustomEndpoint: ep.customEndpoint}
 	if ep.conn != "" {
 		hub := ep.hub
 		if props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal()); err == nil && props.EntityPath != nil && *props.EntityPath != "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -257,3 +258,37 @@ connectors:
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestSendThroughCustomEndpoint: with -c, send connects where the
+// connector's source.custom_endpoint says, as the connector does: the
+// connection string names an address nothing listens on.
+func TestSendThroughCustomEndpoint(t *testing.T) {
+	srv := startTestEmulator(t, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	conn := strings.Replace(srv.ConnectionString("orders"), srv.Addr(), dead, 1)
+	cfg := writeConfig(t, `
+connectors:
+  - name: demo
+    source:
+      connection: "`+conn+`"
+      custom_endpoint: `+srv.Addr()+`
+    sink:
+      type: stdout
+`)
+	code, _, stderr := callSend(t, "-c", cfg, "--demo", "--count", "20")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	n := 0
+	for _, evs := range readAll(t, srv.ConnectionString("orders")) {
+		n += len(evs)
+	}
+	if n != 20 {
+		t.Fatalf("the hub holds %d events, want 20", n)
+	}
+}
