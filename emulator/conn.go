@@ -151,7 +151,7 @@ func (c *conn) serve() {
 			// client.
 			c.log.Debug("frame after teardown", "err", err)
 		case errors.As(err, &pe):
-			c.log.Info("closing connection on protocol error", "err", err)
+			c.log.Warn("closing connection on protocol error", "err", err)
 			c.srv.noteProtocolError(err)
 			c.teardown(closeProtocolError, pe.err)
 		default:
