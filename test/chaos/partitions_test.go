@@ -336,15 +336,20 @@ func (m *unreadMonitor) run(ctx context.Context) {
 }
 
 // longest returns the longest stretch of the connectors that overlaps
-// [from, to], and whether there is one.
-func (m *unreadMonitor) longest(from, to time.Time, conns []string) (stretch, bool) {
+// [from, to], cut short at until (the next scenario's cut: a partition
+// that last advanced in this scenario's gap and stopped at the next cut is
+// the next scenario's to judge), and whether there is one.
+func (m *unreadMonitor) longest(from, to, until time.Time, conns []string) (stretch, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var best stretch
 	found := false
 	for _, s := range m.stretches {
-		if s.to.Before(from) || s.from.After(to) || (conns != nil && !contains(conns, s.conn)) || m.unseen(s) {
+		if s.to.Before(from) || s.from.After(to) || !s.from.Before(until) || (conns != nil && !contains(conns, s.conn)) || m.unseen(s) {
 			continue
+		}
+		if s.to.After(until) {
+			s.to = until
 		}
 		if !found || s.length() > best.length() {
 			best, found = s, true
@@ -426,9 +431,11 @@ func (h *harness) partitions() {
 	<-monDone
 
 	for i, w := range wins {
-		end := w.heal.Add(gap)
-		if i == len(wins)-1 {
-			end = time.Now()
+		end, until := w.heal.Add(gap), time.Now()
+		if i < len(wins)-1 {
+			until = wins[i+1].cut
+		} else {
+			end = until
 		}
 		var parts []string
 		bad := false
@@ -439,7 +446,7 @@ func (h *harness) partitions() {
 				bad = bad || w.givenUp[c] > 0
 				continue
 			}
-			s, found := mon.longest(w.cut, end, []string{c})
+			s, found := mon.longest(w.cut, end, until, []string{c})
 			judged := fmt.Sprintf("bound %s", bound)
 			if w.sc.degraded {
 				judged = fmt.Sprintf("slowed, not cut: only read again within %s of the heal", bound)
@@ -473,9 +480,12 @@ func (h *harness) partitions() {
 			if s.from.After(w.heal.Add(gap)) || s.to.Before(w.cut) {
 				continue
 			}
-			if b, ok := h.bound(w.sc, s.conn); !ok || w.sc.degraded {
+			// A stretch that began after the heal of a scenario nobody
+			// could serve (or a slowed one) is that scenario's only if it
+			// ends in its gap; then it is held to the bounds it overlaps.
+			if b, ok := h.bound(w.sc, s.conn); (!ok || w.sc.degraded) && s.from.Before(w.heal) {
 				heal, stranded = w.heal, true
-			} else if b > bound {
+			} else if ok && b > bound {
 				bound = b
 			}
 		}
