@@ -27,11 +27,13 @@ type peerStore interface {
 // partitions around helps no one.
 //
 // It reads the store only when asked (observe, which the breaker's
-// waiters call while the breaker is open), at most once per every, each
-// read bounded by timeout. A failed read adds no evidence. Observations
-// belong to one outage (epoch, when the breaker opened): a new outage
-// starts from a new baseline, so an advance made while this replica's
-// sink was healthy is not taken for one made during the outage. Safe for
+// waiters call while the breaker is open, and the partitions while Event
+// Hubs is not reached), at most once per every, each read bounded by
+// timeout. A failed read adds no evidence. An advance counts for an outage
+// only when both reads that show it started after the outage began, so an
+// advance made while this replica's sink (or source) was healthy is not
+// taken for one made during the outage; two outages at once (the sink's
+// and Event Hubs') share the reads without resetting each other. Safe for
 // concurrent use.
 type peers struct {
 	store          peerStore
@@ -43,11 +45,12 @@ type peers struct {
 	now            func() time.Time
 
 	mu       sync.Mutex // guards the fields below
-	epoch    time.Time  // the outage the observations belong to
 	polling  bool       // a read is under way
 	lastPoll time.Time  // when the last read started
 	seen     map[string]peerCheckpoint
-	advanced time.Time // the last advance seen in this outage (zero: none)
+	seenAt   time.Time // when the read that saw seen started
+	advanced time.Time // when the read that saw the last advance started (zero: none)
+	baseline time.Time // when the read before it started: the advance happened after
 	lastErr  error     // the last read's failure, nil when it succeeded
 }
 
@@ -69,16 +72,14 @@ func newPeers(store peerStore, ns, hub, group, owner string, expiration, every t
 }
 
 // observe reads the store when a read is due for the outage that began at
-// epoch (at once when the outage is new), and returns without reading
-// otherwise, or when another caller is reading. It blocks for at most the
-// read's timeout. Call it without holding any lock of the breaker.
+// epoch (at once when no read started since then), and returns without
+// reading otherwise, or when another caller is reading. It blocks for at
+// most the read's timeout. Call it without holding any lock of the breaker.
 func (p *peers) observe(ctx context.Context, epoch time.Time) {
 	p.mu.Lock()
-	if !p.epoch.Equal(epoch) {
-		p.epoch, p.seen, p.advanced, p.lastPoll, p.lastErr = epoch, nil, time.Time{}, time.Time{}, nil
-	}
 	now := p.now()
-	if p.polling || (!p.lastPoll.IsZero() && now.Sub(p.lastPoll) < p.every) {
+	due := p.lastPoll.IsZero() || p.lastPoll.Before(epoch) || now.Sub(p.lastPoll) >= p.every
+	if p.polling || !due {
 		p.mu.Unlock()
 		return
 	}
@@ -90,15 +91,12 @@ func (p *peers) observe(ctx context.Context, epoch time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.polling = false
-	if !p.epoch.Equal(epoch) {
-		return // a new outage began meanwhile: this read is not its baseline
-	}
 	p.lastErr = err
 	if err != nil {
 		p.log.Debug("reading the checkpoint store for other replicas' progress failed; no evidence that the sink answers elsewhere", "error", err)
 		return
 	}
-	p.record(owners, cps, p.now())
+	p.record(owners, cps, now)
 }
 
 // read lists the connector's leases and checkpoints within the timeout.
@@ -116,9 +114,10 @@ func (p *peers) read(ctx context.Context) ([]azeventhubs.Ownership, []azeventhub
 	return owners, cps, nil
 }
 
-// record compares a read with the previous one. A partition counts as
-// advanced when the same other owner held it under a live lease at both
-// reads and its checkpoint's sequence number grew in between. p.mu is held.
+// record compares a read that started at now with the previous one. A
+// partition counts as advanced when the same other owner held it under a
+// live lease at both reads and its checkpoint's sequence number grew in
+// between. p.mu is held.
 func (p *peers) record(owners []azeventhubs.Ownership, cps []azeventhubs.Checkpoint, now time.Time) {
 	seqs := make(map[string]int64, len(cps))
 	for _, c := range cps {
@@ -137,19 +136,20 @@ func (p *peers) record(owners []azeventhubs.Ownership, cps []azeventhubs.Checkpo
 		}
 		cur := peerCheckpoint{owner: o.OwnerID, seq: seq}
 		if prev, ok := p.seen[o.PartitionID]; ok && prev.owner == cur.owner && cur.seq > prev.seq {
-			p.advanced = now
+			p.advanced, p.baseline = now, p.seenAt
 		}
 		seen[o.PartitionID] = cur
 	}
-	p.seen = seen
+	p.seen, p.seenAt = seen, now
 }
 
 // progressing reports whether, in the outage that began at epoch, another
-// owner's checkpoint advanced within the ownership expiration.
+// owner's checkpoint advanced within the ownership expiration: between two
+// reads that both started after epoch.
 func (p *peers) progressing(epoch time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.epoch.Equal(epoch) && !p.advanced.IsZero() && p.now().Sub(p.advanced) < p.expiration
+	return !p.advanced.IsZero() && !p.baseline.Before(epoch) && p.now().Sub(p.advanced) < p.expiration
 }
 
 // untilRead returns how long until the next read is due: what a waiter

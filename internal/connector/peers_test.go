@@ -180,6 +180,45 @@ func TestPeersProgress(t *testing.T) {
 	}
 }
 
+// TestPeersTwoOutagesAtOnce: the sink's outage and Event Hubs' (each with
+// its own beginning) ask the same reader in turn; each sees the other
+// replica's progress once two reads after its beginning show it, instead
+// of each resetting the other's baseline.
+func TestPeersTwoOutagesAtOnce(t *testing.T) {
+	const (
+		exp   = 10 * time.Second
+		every = time.Second
+	)
+	clock := time.Unix(1_000_000, 0)
+	store := newFakePeerStore()
+	p := newPeers(store, "ns", "hub", "$Default", "me", exp, every, nil)
+	p.now = func() time.Time { return clock }
+	ctx := context.Background()
+	sinkOutage := clock
+	seq := int64(10)
+	advance := func() {
+		clock = clock.Add(every / 2)
+		seq++
+		store.checkpoint("1", seq)
+		store.own("1", "other", clock)
+	}
+	advance()
+	p.observe(ctx, sinkOutage)
+	advance()
+	sourceOutage := clock
+	for i := 0; i < 6; i++ {
+		p.observe(ctx, sinkOutage)
+		p.observe(ctx, sourceOutage)
+		advance()
+	}
+	if !p.progressing(sinkOutage) || !p.progressing(sourceOutage) {
+		t.Fatalf("after %d reads: progressing for the sink's outage %v, for Event Hubs' %v; want both", store.reads, p.progressing(sinkOutage), p.progressing(sourceOutage))
+	}
+	if later := clock; p.progressing(later) {
+		t.Fatal("an advance seen before an outage began counts for it")
+	}
+}
+
 // breakerWithPeers returns an open breaker (the probe an hour away) whose
 // give-up asks a peers reading store every 5ms.
 func breakerWithPeers(t *testing.T, store *fakePeerStore) *breaker {
