@@ -216,6 +216,11 @@ func sessionTimeouts(cc *pgx.ConnConfig, c sinkConfig) {
 	if cc.RuntimeParams == nil {
 		cc.RuntimeParams = map[string]string{}
 	}
+	if cc.RuntimeParams["application_name"] == "" {
+		// names the sessions in pg_stat_activity, and tells the sink's
+		// own orphans from other clients' sessions (orphans.go)
+		cc.RuntimeParams["application_name"] = "ehsink"
+	}
 	for name, d := range map[string]time.Duration{
 		"statement_timeout":                   c.StatementTimeout,
 		"idle_in_transaction_session_timeout": c.IdleInTransactionTimeout,

@@ -1,14 +1,20 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
 // TestSessionTimeoutsFreeOrphanedLocks: a sink session left in an open
@@ -100,4 +106,105 @@ func TestSessionTimeoutsValidate(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate() = %v, want -1s and zero accepted", err)
 	}
+}
+
+// TestOrphanedCopyIsEnded: a sink session cut off in the middle of a COPY
+// (its data held by a blackholed proxy: the server waits for the rest,
+// holding the watermark row's lock, which neither session timeout
+// interrupts) is ended by the partition's next owner, whose commit waits
+// on that lock: the next owner commits without waiting for the server's
+// TCP to notice the dead client. Without it, the next owner's fence runs
+// into its statement_timeout for as long as the path stays cut.
+func TestOrphanedCopyIsEnded(t *testing.T) {
+	ctx := testCtx(t)
+	dsn := newDB(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+	const stmtTimeout = 4 * time.Second
+	config := func(dsn string) *sinkConfig {
+		cfg := appendConfig(t, dsn)
+		cfg.CreateTable = true
+		cfg.StatementTimeout = stmtTimeout
+		return cfg
+	}
+
+	// The old owner: from event 1000 on, every row carries a marker; the
+	// proxy holds the first chunk of COPY data that has one, and everything
+	// after it, once the server is in the COPY.
+	events := sinktest.Events("7", 0, 1999)
+	for i := 1000; i < len(events); i++ {
+		events[i].Body = bytes.Replace(events[i].Body, []byte(`"customer":"c-`), []byte(`"customer":"orphan-marker-c-`), 1)
+	}
+	old := newTestSink(t, config(u.String()))
+	w1, _, err := old.Open(ctx, "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.Write(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Set(faultproxy.Fault{BlackholeOn: []byte("orphan-marker")})
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if _, err := w1.Flush(fctx); err == nil {
+		t.Fatal("the old owner's flush through the blackhole succeeded")
+	}
+	cancel()
+
+	// The server holds a session in the COPY, waiting for its client.
+	probe, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(context.WithoutCancel(ctx))
+	const stuckSQL = `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ehsink' AND state = 'active'
+		AND wait_event = 'ClientRead' AND query LIKE 'COPY%' AND query_start < now() - $1::interval`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		// older than the orphan rule's statement_timeout + 1 s
+		if err := probe.QueryRow(ctx, stuckSQL, (stmtTimeout + 1500*time.Millisecond).String()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("setup: %d sessions stuck in a COPY for their client, want 1", n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The next owner, on a path that works.
+	var logs testenv.LogBuffer
+	info := testInfo
+	info.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	next, err := newPostgresSink(ctx, config(dsn), info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close(context.Background())
+	w2, _, err := next.Open(ctx, "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Write(ctx, events[:100]); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := w2.Flush(ctx); err != nil {
+		t.Fatalf("the next owner's flush behind the orphaned COPY: %v (after %s); its log:\n%s", err, time.Since(start).Round(time.Millisecond), logs.String())
+	}
+	t.Logf("the next owner committed %s after its flush began", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(logs.String(), "ended a sink session whose client is gone") {
+		t.Errorf("the ended session is not logged; the log:\n%s", logs.String())
+	}
+	wantExactlyOnce(t, queryInts(t, dsn, `SELECT seq FROM orders WHERE part = '7' ORDER BY seq`), 0, 99)
 }

@@ -517,7 +517,9 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	begin := &pgx.Batch{}
 	begin.Queue("BEGIN")
 	begin.Queue(sql, args...)
+	stop := s.watchFence(ctx, conn.PgConn().PID(), w.partition)
 	tag, err := runBatch(ctx, conn, begin, []string{"begin", "watermark"})
+	stop()
 	if err != nil {
 		return to, err
 	}

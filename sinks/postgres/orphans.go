@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A half-open path can leave a sink session in the middle of a COPY: the
+// server waits for the rest of the data, holding the watermark row's lock
+// (the fence), and neither statement_timeout nor
+// idle_in_transaction_session_timeout interrupts a backend waiting for
+// its client's data; only the server's TCP keepalive does, two hours by
+// default. The partition's next owner would wait behind that lock all the
+// while. So a commit whose fence still waits after fenceCheckAfter looks
+// at what blocks it, and ends the blockers that are this sink's own
+// sessions (same role, same application_name) stuck waiting for their
+// client for longer than statement_timeout: a client that still talked
+// would have had that statement cancelled by now, so the session's client
+// is gone. Its transaction rolls back, as its client's did.
+const (
+	fenceCheckAfter   = time.Second
+	fenceCheckTimeout = 2 * time.Second
+)
+
+// sqlEndOrphans ends the orphaned sessions that block the backend $1.
+const sqlEndOrphans = `SELECT a.pid, (extract(epoch FROM now() - a.query_start) * 1000)::bigint, pg_terminate_backend(a.pid)
+FROM pg_stat_activity a
+WHERE a.pid = ANY (pg_blocking_pids($1))
+  AND a.usename = current_user
+  AND a.application_name = current_setting('application_name')
+  AND a.state = 'active' AND a.wait_event = 'ClientRead'
+  AND current_setting('statement_timeout')::interval > interval '0'
+  AND a.query_start < now() - current_setting('statement_timeout')::interval - interval '1 second'`
+
+// watchFence checks, every fenceCheckAfter until stop is called, for
+// orphaned sessions that block the backend pid (a commit's fence) and
+// ends them. A commit that takes its fence at once pays one timer.
+func (s *sink) watchFence(ctx context.Context, pid uint32, partition string) (stop func()) {
+	var mu sync.Mutex // orders the re-arming with stop
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(fenceCheckAfter, func() {
+		s.endOrphans(ctx, pid, partition)
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped && ctx.Err() == nil {
+			t.Reset(fenceCheckAfter)
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
+}
+
+// endOrphans runs sqlEndOrphans on a connection of its own (the pool may
+// have none to spare) and logs each session it ended.
+func (s *sink) endOrphans(ctx context.Context, pid uint32, partition string) {
+	ctx, cancel := context.WithTimeout(ctx, fenceCheckTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+	if err != nil {
+		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
+		return
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, sqlEndOrphans, pid)
+	if err != nil {
+		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var orphan int32
+		var ms int64
+		var ended bool
+		if err := rows.Scan(&orphan, &ms, &ended); err != nil {
+			s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
+			return
+		}
+		s.log.Warn("ended a sink session whose client is gone: it held the lock this partition's commit waited for",
+			"partition", partition, "pid", orphan, "waiting_for_its_client", (time.Duration(ms) * time.Millisecond).String(), "ended", ended)
+	}
+	if err := rows.Err(); err != nil {
+		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
+	}
+}
