@@ -17,7 +17,7 @@ import (
 // while. So a commit whose fence still waits after fenceCheckAfter looks
 // at what blocks it, and ends the blockers that are this sink's own
 // sessions (same role, same application_name) stuck waiting for their
-// client for longer than statement_timeout: a client that still talked
+// client for longer than statement_timeout + 1 s: a client that still talked
 // would have had that statement cancelled by now, so the session's client
 // is gone. Its transaction rolls back, as its client's did.
 const (
@@ -61,34 +61,37 @@ func (s *sink) watchFence(ctx context.Context, pid uint32, partition string) (st
 }
 
 // endOrphans runs sqlEndOrphans on a connection of its own (the pool may
-// have none to spare) and logs each session it ended.
+// have none to spare) and logs each session it ended. A check that fails
+// (the server unreachable too, or the role not allowed to see or end the
+// sessions) is only logged at debug level: the commit's own error says
+// what the partition waits for.
 func (s *sink) endOrphans(ctx context.Context, pid uint32, partition string) {
 	ctx, cancel := context.WithTimeout(ctx, fenceCheckTimeout)
 	defer cancel()
+	if err := s.queryOrphans(ctx, pid, func(orphan int32, waited time.Duration, ended bool) {
+		s.log.Warn("ended a sink session whose client is gone: it held the lock this partition's commit waited for",
+			"partition", partition, "pid", orphan, "waiting_for_its_client", waited.String(), "ended", ended)
+	}); err != nil {
+		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
+	}
+}
+
+func (s *sink) queryOrphans(ctx context.Context, pid uint32, ended func(orphan int32, waited time.Duration, ok bool)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
-		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
-		return
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, sqlEndOrphans, pid)
 	if err != nil {
-		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
-		return
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var orphan int32
-		var ms int64
-		var ended bool
-		if err := rows.Scan(&orphan, &ms, &ended); err != nil {
-			s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
-			return
-		}
-		s.log.Warn("ended a sink session whose client is gone: it held the lock this partition's commit waited for",
-			"partition", partition, "pid", orphan, "waiting_for_its_client", (time.Duration(ms) * time.Millisecond).String(), "ended", ended)
-	}
-	if err := rows.Err(); err != nil {
-		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
-	}
+	var orphan int32
+	var ms int64
+	var ok bool
+	_, err = pgx.ForEachRow(rows, []any{&orphan, &ms, &ok}, func() error {
+		ended(orphan, time.Duration(ms)*time.Millisecond, ok)
+		return nil
+	})
+	return err
 }
