@@ -68,15 +68,15 @@ func (s *sink) watchFence(ctx context.Context, pid uint32, partition string) (st
 func (s *sink) endOrphans(ctx context.Context, pid uint32, partition string) {
 	ctx, cancel := context.WithTimeout(ctx, fenceCheckTimeout)
 	defer cancel()
-	if err := s.queryOrphans(ctx, pid, func(orphan int32, waited time.Duration, ended bool) {
+	if err := s.queryOrphans(ctx, pid, func(orphan int32, began time.Duration, ended bool) {
 		s.log.Warn("ended a sink session whose client is gone: it held the lock this partition's commit waited for",
-			"partition", partition, "pid", orphan, "waiting_for_its_client", waited.String(), "ended", ended)
+			"partition", partition, "pid", orphan, "its_statement_began", began.String()+" ago", "ended", ended)
 	}); err != nil {
 		s.log.Debug("looking for orphaned sessions that block a commit", "partition", partition, "error", err)
 	}
 }
 
-func (s *sink) queryOrphans(ctx context.Context, pid uint32, ended func(orphan int32, waited time.Duration, ok bool)) error {
+func (s *sink) queryOrphans(ctx context.Context, pid uint32, ended func(orphan int32, began time.Duration, ok bool)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return err
