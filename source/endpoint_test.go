@@ -14,8 +14,23 @@ import (
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/source"
 )
+
+// proxiedHub starts an emulator with hub "orders" of 2 partitions and a
+// fault proxy in front of it; it returns the hub's connection string (to
+// the emulator itself) and the proxy.
+func proxiedHub(t *testing.T) (conn string, proxy *faultproxy.Proxy) {
+	t.Helper()
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	conn = srv.ConnectionString("orders")
+	props, err := azeventhubs.ParseConnectionString(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, testenv.Proxy(t, props.FullyQualifiedNamespace)
+}
 
 // TestCustomEndpoint: the connection string names an address nothing
 // listens on, and custom_endpoint a proxy in front of the emulator. Every
@@ -25,17 +40,11 @@ import (
 // checkpoints.
 func TestCustomEndpoint(t *testing.T) {
 	ctx := testContext(t)
-	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
-	conn := srv.ConnectionString("orders")
+	conn, proxy := proxiedHub(t)
 	props, err := azeventhubs.ParseConnectionString(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := faultproxy.Start(props.FullyQualifiedNamespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,17 +92,7 @@ func TestCustomEndpointMustNotBeAURL(t *testing.T) {
 // bound it), and the next call must go through a new connection.
 func TestPropertiesCallEndsWithItsContext(t *testing.T) {
 	ctx := testContext(t)
-	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
-	conn := srv.ConnectionString("orders")
-	props, err := azeventhubs.ParseConnectionString(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(props.FullyQualifiedNamespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	conn, proxy := proxiedHub(t)
 	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Settings: source.Settings{CustomEndpoint: proxy.Addr()}})
 	if _, err := src.PartitionProperties(ctx, "0"); err != nil {
 		t.Fatalf("before the blackhole: %v", err)

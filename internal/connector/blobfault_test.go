@@ -35,11 +35,7 @@ func TestBlobBlackholeStopsCommitsBeforeLeasesExpire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	az := testenv.NewAzurite(t)
-	proxy, err := faultproxy.Start("127.0.0.1:" + strconv.Itoa(az.Port()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := testenv.Proxy(t, "127.0.0.1:"+strconv.Itoa(az.Port()))
 	containerName := az.ContainerName(t)
 	viaProxy := strings.Replace(az.ConnectionString(), "127.0.0.1:"+strconv.Itoa(az.Port()), proxy.Addr(), 1)
 

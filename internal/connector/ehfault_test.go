@@ -2,14 +2,12 @@ package connector_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
@@ -31,11 +29,7 @@ func TestEventHubsBlackhole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	addr, conn := startHub(t, "orders", 2)
-	proxy, err := faultproxy.Start(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := testenv.Proxy(t, addr)
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	dir := t.TempDir()
 	yaml := `
@@ -45,25 +39,11 @@ connectors:
   - name: pg
     source: {connection: "` + strings.Replace(conn, addr, proxy.Addr(), 1) + `", batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: 2s, ownership_expiration: 20s}}
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
-    sink:
-      type: postgres
-      dsn: "` + dsn + `"
-      table: public.orders
-      create_table: true
-      columns:
-        order_id: {from: $.order_id, type: text}
-        seq: {from: "@sequence_number", type: bigint}
-        part: {from: "@partition", type: text}
-`
+` + ordersSinkYAML(dsn)
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
-	logs := &testenv.LogBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("connector logs:\n%s", logs.String())
-		}
-	})
+	log := replicaLogs(t)
 	ctl := connector.NewControl()
-	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Control: ctl, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Metrics: met, Control: ctl, Logger: log})
 	defer stop()
 	notReady := func() string {
 		st, err := ctl.Status("pg")
@@ -105,16 +85,5 @@ connectors:
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	pg, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.WithoutCancel(ctx))
-	var rows, distinct int
-	if err := pg.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != events || distinct != events {
-		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
-	}
+	wantEveryEventOnce(t, ctx, dsn, events)
 }

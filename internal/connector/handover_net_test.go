@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,49 @@ func produceInBackground(t *testing.T, ctx context.Context, conn string, events 
 		}
 	})
 	return produced.Wait
+}
+
+// ordersSinkYAML is the sink of the "pg" connector the network-fault tests
+// run: table public.orders (order_id, seq, part), which wantEveryEventOnce
+// reads, on dsn; extra are more sink settings, one per line.
+func ordersSinkYAML(dsn string, extra ...string) string {
+	var b strings.Builder
+	b.WriteString("    sink:\n      type: postgres\n      dsn: \"" + dsn + "\"\n      table: public.orders\n      create_table: true\n")
+	for _, e := range extra {
+		b.WriteString("      " + e + "\n")
+	}
+	b.WriteString(`      columns:
+        order_id: {from: $.order_id, type: text}
+        seq: {from: "@sequence_number", type: bigint}
+        part: {from: "@partition", type: text}
+`)
+	return b.String()
+}
+
+// replicaLogs returns a logger for the replicas of a test, whose lines
+// the test prints if it fails.
+func replicaLogs(t *testing.T) *slog.Logger {
+	t.Helper()
+	logs := &testenv.LogBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(logs, nil))
+}
+
+// stopRuns stops the runs and fails t for each whose Run returned an error.
+func stopRuns(t *testing.T, runs map[string]chan error, stops ...context.CancelFunc) {
+	t.Helper()
+	for _, stop := range stops {
+		stop()
+	}
+	for name, done := range runs {
+		if err := <-done; err != nil {
+			t.Errorf("%s: Run: %v", name, err)
+		}
+	}
 }
 
 // wantEveryEventOnce checks that public.orders holds each of the events
@@ -165,25 +209,9 @@ connectors:
     source: {connection: "` + conn + `", batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: ` + update.String() + `, ownership_expiration: ` + expiration.String() + `}}
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
     errors: {sink_timeout: ` + faultSinkTimeout.String() + `, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 4s}}
-    sink:
-      type: postgres
-      dsn: "` + dsn + `"
-      table: public.orders
-      create_table: true
-      idle_in_transaction_timeout: ` + faultIdleInTx.String() + `
-      columns:
-        order_id: {from: $.order_id, type: text}
-        seq: {from: "@sequence_number", type: bigint}
-        part: {from: "@partition", type: text}
-`
+` + ordersSinkYAML(dsn, "idle_in_transaction_timeout: "+faultIdleInTx.String())
 	}
-	logs := &testenv.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs of both replicas:\n%s", logs.String())
-		}
-	})
+	log := replicaLogs(t)
 	cfgA, regA, metA := loadWithMetrics(t, filepath.Join(dir), config(proxied))
 	ctlA := connector.NewControl()
 	doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Control: ctlA, Logger: log.With("replica", "A")})
@@ -219,12 +247,6 @@ connectors:
 		t.Errorf("A owns %v partitions with its sink unreachable", owned)
 	}
 	proxy.Heal()
-	stopA()
-	stopB()
-	for name, done := range map[string]chan error{"A": doneA, "B": doneB} {
-		if err := <-done; err != nil {
-			t.Errorf("%s: Run: %v", name, err)
-		}
-	}
+	stopRuns(t, map[string]chan error{"A": doneA, "B": doneB}, stopA, stopB)
 	wantEveryEventOnce(t, ctx, dsn, events)
 }

@@ -49,15 +49,7 @@ connectors:
     source: ` + strings.Replace(source, "CG ", "", 1) + `
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
     errors: {retry: {initial_backoff: 50ms, max_backoff: 500ms}}
-    sink:
-      type: postgres
-      dsn: "` + dsn + `"
-      table: public.orders
-      create_table: true
-      columns:
-        order_id: {from: $.order_id, type: text}
-        seq: {from: "@sequence_number", type: bigint}
-        part: {from: "@partition", type: text}
+` + ordersSinkYAML(dsn) + `
   - name: to-parquet
     source: ` + strings.Replace(source, "CG ", "consumer_group: parquet, ", 1) + `
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}

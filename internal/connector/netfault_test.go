@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -32,16 +31,8 @@ const (
 func proxiedDatabase(t *testing.T) (dsn, proxied string, proxy *faultproxy.Proxy) {
 	t.Helper()
 	dsn = testenv.Postgres(t).NewDatabase(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if proxy, err = faultproxy.Start(u.Host); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	u.Host = proxy.Addr()
-	return dsn, u.String(), proxy
+	proxied, proxy = testenv.ProxyDSN(t, dsn)
+	return dsn, proxied, proxy
 }
 
 // pgFaultRun is one connector writing to PostgreSQL through a fault proxy.
@@ -72,18 +63,7 @@ connectors:
     source: {connection: emulator, eventhub: orders, batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: 2s, ownership_expiration: ` + faultExpiration.String() + `}}
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
     errors: {sink_timeout: ` + sinkTimeout.String() + `, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 2s}}
-    sink:
-      type: postgres
-      dsn: "` + proxied + `"
-      table: public.orders
-      create_table: true
-      idle_in_transaction_timeout: ` + faultIdleInTx.String() + `
-      statement_timeout: ` + faultSinkTimeout.String() + `
-      columns:
-        order_id: {from: $.order_id, type: text}
-        seq: {from: "@sequence_number", type: bigint}
-        part: {from: "@partition", type: text}
-`
+` + ordersSinkYAML(proxied, "idle_in_transaction_timeout: "+faultIdleInTx.String(), "statement_timeout: "+faultSinkTimeout.String())
 	cfg, reg, met := loadWithMetrics(t, dir, yaml)
 	logs := &testenv.LogBuffer{}
 	ctl := connector.NewControl()
@@ -145,18 +125,7 @@ func (r *pgFaultRun) healAndFinish(t *testing.T, ctx context.Context, events int
 	if err := <-r.done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	conn, err := pgx.Connect(ctx, r.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var rows, distinct int
-	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != events || distinct != events {
-		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
-	}
+	wantEveryEventOnce(t, ctx, r.dsn, events)
 }
 
 // TestPostgresNetworkFaults runs a connector against PostgreSQL through a

@@ -77,28 +77,37 @@ func (f *fakePeerStore) ListCheckpoints(ctx context.Context, ns, hub, group stri
 	return out, nil
 }
 
+// Spacing of the reads and ownership expiration of newClockedPeers.
+const (
+	peerExp   = 10 * time.Second
+	peerEvery = time.Second
+)
+
+// newClockedPeers returns a peers reading a fake store on a clock the
+// test moves (*clock), with this replica's owner ID "me".
+func newClockedPeers() (*peers, *fakePeerStore, *time.Time) {
+	clock := time.Unix(1_000_000, 0)
+	store := newFakePeerStore()
+	p := newPeers(store, "ns", "hub", "$Default", "me", peerExp, peerEvery, nil)
+	p.now = func() time.Time { return clock }
+	return p, store, &clock
+}
+
 // TestPeersProgress: only a checkpoint that advances between two reads,
 // of a partition the same other owner holds under a live lease at both,
 // is evidence; reads are spaced by the interval; a failed read adds
 // nothing; evidence ages out after the ownership expiration and does not
 // carry over to the next outage.
 func TestPeersProgress(t *testing.T) {
-	const (
-		exp   = 10 * time.Second
-		every = time.Second
-	)
-	clock := time.Unix(1_000_000, 0)
-	store := newFakePeerStore()
-	p := newPeers(store, "ns", "hub", "$Default", "me", exp, every, nil)
-	p.now = func() time.Time { return clock }
+	p, store, now := newClockedPeers()
 	ctx := context.Background()
-	outage := clock
-	step := func(d time.Duration) { clock = clock.Add(d) }
-	fresh := func() time.Time { return clock.Add(-time.Second) }
+	outage := *now
+	step := func(d time.Duration) { *now = now.Add(d) }
+	fresh := func() time.Time { return now.Add(-time.Second) }
 
 	store.own("0", "me", fresh())
 	store.own("1", "other", fresh())
-	store.own("2", "dead", clock.Add(-2*exp))
+	store.own("2", "dead", now.Add(-2*peerExp))
 	store.own("3", "", fresh())
 	for _, id := range []string{"0", "1", "2", "3"} {
 		store.checkpoint(id, 10)
@@ -112,7 +121,7 @@ func TestPeersProgress(t *testing.T) {
 	for _, id := range []string{"0", "2", "3"} {
 		store.checkpoint(id, 20)
 	}
-	step(every)
+	step(peerEvery)
 	store.own("0", "me", fresh())
 	store.own("1", "other", fresh())
 	p.observe(ctx, outage)
@@ -122,15 +131,15 @@ func TestPeersProgress(t *testing.T) {
 
 	// reads are spaced: a read before the interval is skipped
 	store.checkpoint("1", 11)
-	step(every / 2)
+	step(peerEvery / 2)
 	p.observe(ctx, outage)
 	if p.progressing(outage) || store.reads != 2 {
 		t.Fatalf("read %d times, progressing %v; want the third read skipped", store.reads, p.progressing(outage))
 	}
-	if got := p.untilRead(); got != every/2 {
-		t.Errorf("untilRead %s, want %s", got, every/2)
+	if got := p.untilRead(); got != peerEvery/2 {
+		t.Errorf("untilRead %s, want %s", got, peerEvery/2)
 	}
-	step(every / 2)
+	step(peerEvery / 2)
 	store.own("1", "other", fresh())
 	p.observe(ctx, outage)
 	if !p.progressing(outage) {
@@ -139,7 +148,7 @@ func TestPeersProgress(t *testing.T) {
 
 	// evidence ages out; a failed read adds none
 	store.fail(errors.New("store down"))
-	step(exp)
+	step(peerExp)
 	store.checkpoint("1", 12)
 	p.observe(ctx, outage)
 	if p.progressing(outage) {
@@ -151,14 +160,14 @@ func TestPeersProgress(t *testing.T) {
 	store.fail(nil)
 
 	// a partition that changed owners between reads is a new baseline
-	step(every)
+	step(peerEvery)
 	store.own("1", "third", fresh())
 	store.checkpoint("1", 13)
 	p.observe(ctx, outage)
 	if p.progressing(outage) {
 		t.Fatal("progress counted across a change of owner")
 	}
-	step(every)
+	step(peerEvery)
 	store.own("1", "third", fresh())
 	store.checkpoint("1", 14)
 	p.observe(ctx, outage)
@@ -167,11 +176,11 @@ func TestPeersProgress(t *testing.T) {
 	}
 
 	// a new outage starts from a new baseline
-	next := clock
+	next := *now
 	if p.progressing(next) {
 		t.Fatal("evidence of an earlier outage counts for a new one")
 	}
-	step(every / 10)
+	step(peerEvery / 10)
 	store.checkpoint("1", 15)
 	store.own("1", "third", fresh())
 	p.observe(ctx, next)
@@ -185,27 +194,20 @@ func TestPeersProgress(t *testing.T) {
 // replica's progress once two reads after its beginning show it, instead
 // of each resetting the other's baseline.
 func TestPeersTwoOutagesAtOnce(t *testing.T) {
-	const (
-		exp   = 10 * time.Second
-		every = time.Second
-	)
-	clock := time.Unix(1_000_000, 0)
-	store := newFakePeerStore()
-	p := newPeers(store, "ns", "hub", "$Default", "me", exp, every, nil)
-	p.now = func() time.Time { return clock }
+	p, store, now := newClockedPeers()
 	ctx := context.Background()
-	sinkOutage := clock
+	sinkOutage := *now
 	seq := int64(10)
 	advance := func() {
-		clock = clock.Add(every / 2)
+		*now = now.Add(peerEvery / 2)
 		seq++
 		store.checkpoint("1", seq)
-		store.own("1", "other", clock)
+		store.own("1", "other", *now)
 	}
 	advance()
 	p.observe(ctx, sinkOutage)
 	advance()
-	sourceOutage := clock
+	sourceOutage := *now
 	for i := 0; i < 6; i++ {
 		p.observe(ctx, sinkOutage)
 		p.observe(ctx, sourceOutage)
@@ -214,7 +216,7 @@ func TestPeersTwoOutagesAtOnce(t *testing.T) {
 	if !p.progressing(sinkOutage) || !p.progressing(sourceOutage) {
 		t.Fatalf("after %d reads: progressing for the sink's outage %v, for Event Hubs' %v; want both", store.reads, p.progressing(sinkOutage), p.progressing(sourceOutage))
 	}
-	if later := clock; p.progressing(later) {
+	if later := *now; p.progressing(later) {
 		t.Fatal("an advance seen before an outage began counts for it")
 	}
 }

@@ -2,7 +2,6 @@ package connector_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
-	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // TestIdleReplicaRejoinsWhenItsSinkAnswers: A's path to PostgreSQL is cut
@@ -40,24 +38,9 @@ connectors:
     source: {connection: "` + conn + `", batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: ` + update.String() + `, ownership_expiration: ` + expiration.String() + `}}
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
     errors: {sink_timeout: ` + faultSinkTimeout.String() + `, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 10m, max_probe_interval: 10m}}
-    sink:
-      type: postgres
-      dsn: "` + dsn + `"
-      table: public.orders
-      create_table: true
-      columns:
-        order_id: {from: $.order_id, type: text}
-        seq: {from: "@sequence_number", type: bigint}
-        part: {from: "@partition", type: text}
-`
+` + ordersSinkYAML(dsn)
 	}
-	logs := &testenv.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs of both replicas:\n%s", logs.String())
-		}
-	})
+	log := replicaLogs(t)
 	produced := produceInBackground(t, ctx, conn, events, 50, 5)
 	defer produced()
 
@@ -95,15 +78,6 @@ connectors:
 		var n int
 		return pg.QueryRow(ctx, `SELECT count(*) FROM public.orders`).Scan(&n) == nil && n >= events
 	})
-	stopA()
-	if err := <-doneA; err != nil {
-		t.Errorf("A: Run: %v", err)
-	}
-	var rows, distinct int
-	if err := pg.QueryRow(ctx, `SELECT count(*), count(DISTINCT (part, seq)) FROM public.orders`).Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != events || distinct != events {
-		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
-	}
+	stopRuns(t, map[string]chan error{"A": doneA}, stopA)
+	wantEveryEventOnce(t, ctx, dsn, events)
 }

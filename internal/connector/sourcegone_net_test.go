@@ -2,7 +2,6 @@ package connector_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,11 +37,7 @@ func TestHandOverWhenOneReplicaLosesEventHubs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := faultproxy.Start(props.FullyQualifiedNamespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := testenv.Proxy(t, props.FullyQualifiedNamespace)
 	dsn, _, _ := proxiedDatabase(t)
 	dir := t.TempDir()
 	config := func(endpoint string) string {
@@ -54,24 +49,9 @@ connectors:
     source: {connection: "` + conn + `", custom_endpoint: "` + endpoint + `", batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: ` + update.String() + `, ownership_expiration: ` + expiration.String() + `}}
     checkpoint: {file: {dir: ` + filepath.Join(dir, "ckpt") + `}}
     errors: {retry: {initial_backoff: 50ms, max_backoff: 500ms}}
-    sink:
-      type: postgres
-      dsn: "` + dsn + `"
-      table: public.orders
-      create_table: true
-      columns:
-        order_id: {from: $.order_id, type: text}
-        seq: {from: "@sequence_number", type: bigint}
-        part: {from: "@partition", type: text}
-`
+` + ordersSinkYAML(dsn)
 	}
-	logs := &testenv.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs of both replicas:\n%s", logs.String())
-		}
-	})
+	log := replicaLogs(t)
 	produced := produceInBackground(t, ctx, conn, events, 80, 9)
 	defer produced()
 
@@ -95,12 +75,6 @@ connectors:
 		t.Errorf("A owns %v partitions while it cannot reach Event Hubs", owned)
 	}
 	proxy.Heal()
-	stopA()
-	stopB()
-	for name, done := range map[string]chan error{"A": doneA, "B": doneB} {
-		if err := <-done; err != nil {
-			t.Errorf("%s: Run: %v", name, err)
-		}
-	}
+	stopRuns(t, map[string]chan error{"A": doneA, "B": doneB}, stopA, stopB)
 	wantEveryEventOnce(t, ctx, dsn, events)
 }

@@ -113,17 +113,7 @@ connectors:
     source: {connection: "` + conn + `", batch: {max_events: 50, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: ` + update.String() + `, ownership_expiration: ` + expiration.String() + `}}
     checkpoint: {blob: {connection: "` + az.ConnectionString() + `", container: ` + containerName + `}}
     errors: {sink_timeout: 2s, retry: {initial_backoff: 50ms, max_backoff: 500ms}, circuit_breaker: {failures: 3, probe_interval: 500ms, max_probe_interval: 4s}}
-    sink:
-      type: postgres
-      dsn: "` + proxied + `"
-      table: public.orders
-      create_table: true
-      idle_in_transaction_timeout: ` + faultIdleInTx.String() + `
-      columns:
-        order_id: {from: $.order_id, type: text}
-        seq: {from: "@sequence_number", type: bigint}
-        part: {from: "@partition", type: text}
-`
+` + ordersSinkYAML(proxied, "idle_in_transaction_timeout: "+faultIdleInTx.String())
 	counter := &stayPutCounter{n: map[string]map[string]int{}, text: &testenv.LogBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
