@@ -45,7 +45,8 @@ number of events.
 
 Where to: --connection (or $EHSINK_CONNECTION) is an Event Hubs connection
 string; or -c names a connectors.yaml and --connector one of its connectors
-(optional when the file has one), whose source is used. --eventhub names the
+(optional when the file has one), whose source is used (its connection,
+event hub and custom_endpoint). --eventhub names the
 hub when the connection string has no EntityPath.
 
 Exit status: 0 sent, 1 failed, 2 bad usage.

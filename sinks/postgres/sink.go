@@ -207,7 +207,9 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 // blackhole (the DSN's connect_timeout, when given, wins); and the session
 // timeouts make the server itself end a statement or an open transaction
 // whose client went silent, freeing its locks for the partition's next
-// owner. A session parameter the DSN sets (options=-c...) is kept.
+// owner. The sessions are named (application_name "ehsink") so that the
+// next owner can tell the sink's own orphaned sessions from other
+// clients' (orphans.go). A session parameter the DSN sets is kept.
 func sessionTimeouts(cc *pgx.ConnConfig, c sinkConfig) {
 	cc.DialFunc = netdial.Dialer().DialContext
 	if cc.ConnectTimeout == 0 {
@@ -217,8 +219,6 @@ func sessionTimeouts(cc *pgx.ConnConfig, c sinkConfig) {
 		cc.RuntimeParams = map[string]string{}
 	}
 	if cc.RuntimeParams["application_name"] == "" {
-		// names the sessions in pg_stat_activity, and tells the sink's
-		// own orphans from other clients' sessions (orphans.go)
 		cc.RuntimeParams["application_name"] = "ehsink"
 	}
 	for name, d := range map[string]time.Duration{

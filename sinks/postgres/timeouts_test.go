@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -75,13 +74,16 @@ func TestSessionTimeoutsFreeOrphanedLocks(t *testing.T) {
 // TestSessionTimeoutsKeepDSNSettings: a timeout the DSN sets itself is
 // the operator's choice and is kept; -1s leaves the server's setting.
 func TestSessionTimeoutsKeepDSNSettings(t *testing.T) {
-	cc, err := pgx.ParseConfig("postgres://u@h/db?statement_timeout=2500")
+	cc, err := pgx.ParseConfig("postgres://u@h/db?statement_timeout=2500&application_name=billing")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sessionTimeouts(cc, sinkConfig{StatementTimeout: time.Second, IdleInTransactionTimeout: -time.Second})
 	if got := cc.RuntimeParams["statement_timeout"]; got != "2500" {
 		t.Errorf("statement_timeout = %q, want the DSN's 2500", got)
+	}
+	if got := cc.RuntimeParams["application_name"]; got != "billing" {
+		t.Errorf("application_name = %q, want the DSN's billing", got)
 	}
 	if got, set := cc.RuntimeParams["idle_in_transaction_session_timeout"]; set {
 		t.Errorf("idle_in_transaction_session_timeout = %q, want it unset with -1s", got)
@@ -118,16 +120,7 @@ func TestSessionTimeoutsValidate(t *testing.T) {
 func TestOrphanedCopyIsEnded(t *testing.T) {
 	ctx := testCtx(t)
 	dsn := newDB(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	u.Host = proxy.Addr()
+	proxied, proxy := testenv.ProxyDSN(t, dsn)
 	const stmtTimeout = 4 * time.Second
 	config := func(dsn string) *sinkConfig {
 		cfg := appendConfig(t, dsn)
@@ -143,7 +136,7 @@ func TestOrphanedCopyIsEnded(t *testing.T) {
 	for i := 1000; i < len(events); i++ {
 		events[i].Body = bytes.Replace(events[i].Body, []byte(`"customer":"c-`), []byte(`"customer":"orphan-marker-c-`), 1)
 	}
-	old := newTestSink(t, config(u.String()))
+	old := newTestSink(t, config(proxied))
 	w1, _, err := old.Open(ctx, "7")
 	if err != nil {
 		t.Fatal(err)
