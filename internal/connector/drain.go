@@ -7,8 +7,15 @@ import (
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// giveUp ends a partition whose sink has been unavailable for longer than
-// GiveUpAfter: what was not flushed is abandoned (the writer's Close drops
+// givingUp reports whether err stops a partition so that a replica that
+// can serve it takes it: this one's sink unavailable (the breaker) or
+// Event Hubs unreachable (sourceGone) while other replicas commit.
+func givingUp(err error) bool {
+	return errors.Is(err, ErrSinkUnavailable) || errors.Is(err, errSourceUnreachable)
+}
+
+// giveUp ends a partition for another replica to serve (givingUp): what
+// was not flushed is abandoned (the writer's Close drops
 // it; the next owner replays it from the sink's watermark) and nothing is
 // checkpointed.
 func (pr *partitionRun) giveUp(err error) error {

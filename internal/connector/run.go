@@ -429,9 +429,9 @@ func (a partitionAdapter) Checkpoint(ctx context.Context, pos sinks.Position) er
 }
 
 // giveUp tells the source to give a partition's lease up when the runner
-// stopped it because the sink has been unavailable for too long.
+// stopped it for another replica to serve (givingUp).
 func giveUp(err error) error {
-	if err != nil && (errors.Is(err, ErrSinkUnavailable) || errors.Is(err, errSourceUnreachable)) {
+	if givingUp(err) {
 		return fmt.Errorf("%w: %w", source.ErrGiveUp, err)
 	}
 	return err

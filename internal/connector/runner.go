@@ -360,7 +360,7 @@ func (pr *partitionRun) consume(ctx context.Context, batches <-chan received) er
 		}
 		events, rerr := b.events, b.err
 		switch {
-		case errors.Is(rerr, ErrSinkUnavailable), errors.Is(rerr, errSourceUnreachable):
+		case givingUp(rerr):
 			return pr.giveUp(rerr)
 		case ctx.Err() != nil || !ok:
 			return pr.drain(ctx, events)
@@ -383,7 +383,7 @@ func (pr *partitionRun) consume(ctx context.Context, batches <-chan received) er
 // returns.
 func (pr *partitionRun) handleFailed(ctx context.Context, err error) error {
 	log := pr.log
-	if errors.Is(err, ErrSinkUnavailable) && ctx.Err() == nil {
+	if givingUp(err) && ctx.Err() == nil {
 		return pr.giveUp(err)
 	}
 	if errors.Is(err, sinks.ErrFenced) {
