@@ -73,6 +73,9 @@ func (c *Config) withDefaults() *Config {
 		}
 		out.Emulator = &e
 	}
+	if out.Emulator != nil && out.Emulator.SchemaRegistry == "" && slices.ContainsFunc(c.Connectors, readsEmulatorRegistry) {
+		out.Emulator.SchemaRegistry = defaultEmulatorListen
+	}
 	out.Connectors = slices.Clone(c.Connectors)
 	for i := range out.Connectors {
 		out.Connectors[i].withDefaults()
