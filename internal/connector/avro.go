@@ -159,68 +159,24 @@ func newDecoder(spec Spec, conn secret.String, env *environment) (*schemaregistr
 		return nil, nil
 	}
 	r := src.Registry
-	var ca []byte
-	if r.CAFile != "" {
-		b, err := os.ReadFile(r.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		ca = b
-	}
-	endpoint := r.URL
-	if r.Type == RegistryAzure && endpoint == "" && src.Connection.Reveal() == EmulatorConnection {
+	var (
+		endpoint string
+		ca       []byte
+	)
+	if r.Type == RegistryAzure && r.URL == "" && src.Connection.Reveal() == EmulatorConnection {
 		emu, ok := env.emu.(registryEmulator)
 		if !ok || emu.SchemaRegistryAddr() == "" {
 			return nil, errors.New("the emulator serves no schema registry (emulator.schema_registry)")
 		}
-		endpoint = "https://" + emu.SchemaRegistryAddr()
-		ca = append(ca, emu.CertificatePEM()...)
+		endpoint, ca = "https://"+emu.SchemaRegistryAddr(), emu.CertificatePEM()
 	}
-	hc, err := schemaregistry.HTTPClient(ca)
+	reg, err := RegistryClient(src, conn, endpoint, ca)
 	if err != nil {
-		return nil, fmt.Errorf("ca_file: %w", err)
+		return nil, err
 	}
-	var reg schemaregistry.Client
 	framing := schemaregistry.FramingAzure
-	switch r.Type {
-	case RegistryConfluent:
+	if r.Type == RegistryConfluent {
 		framing = schemaregistry.FramingConfluent
-		if reg, err = schemaregistry.NewConfluent(endpoint, r.Username, r.Password, hc); err != nil {
-			return nil, err
-		}
-	default:
-		var tok schemaregistry.TokenSource
-		if conn != "" {
-			props, err := connstr.EventHubs(conn.Reveal())
-			if err != nil {
-				return nil, err
-			}
-			if endpoint == "" {
-				endpoint = "https://" + props.FullyQualifiedNamespace
-			}
-			switch {
-			case props.SharedAccessKey != nil && props.SharedAccessKeyName != nil:
-				tok = schemaregistry.SASToken(endpoint, *props.SharedAccessKeyName, secret.String(*props.SharedAccessKey))
-			case props.SharedAccessSignature != nil:
-				sas := *props.SharedAccessSignature
-				tok = func(context.Context) (string, error) { return sas, nil }
-			}
-		} else {
-			if endpoint == "" {
-				endpoint = "https://" + src.Namespace
-			}
-			cred, err := azidentity.NewDefaultAzureCredential(nil)
-			if err != nil {
-				return nil, fmt.Errorf("credential: %w", err)
-			}
-			tok = func(ctx context.Context) (string, error) {
-				t, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{registryScope}})
-				return t.Token, err
-			}
-		}
-		if reg, err = schemaregistry.NewAzure(endpoint, tok, hc); err != nil {
-			return nil, err
-		}
 	}
 	var reader hamba.Schema
 	if r.ReaderSchema != "" {
@@ -229,6 +185,64 @@ func newDecoder(spec Spec, conn secret.String, env *environment) (*schemaregistr
 		}
 	}
 	return schemaregistry.NewDecoder(schemaregistry.Options{Registry: reg, Framing: framing, Reader: reader, CacheSize: r.CacheSize})
+}
+
+// RegistryClient returns the client of a source's registry
+// (src.Registry, which must be set): a *schemaregistry.Confluent or a
+// *schemaregistry.Azure with the source's credentials, conn being the
+// connection string dialled (empty with a namespace). endpoint, when not
+// empty, is used instead of the registry's url, and ca is trusted besides
+// its ca_file (the emulator's registry). `ehsink send --avro` registers
+// its schemas through it.
+func RegistryClient(src SourceSpec, conn secret.String, endpoint string, ca []byte) (schemaregistry.Client, error) {
+	r := src.Registry
+	if endpoint == "" {
+		endpoint = r.URL
+	}
+	if r.CAFile != "" {
+		b, err := os.ReadFile(r.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		ca = append(append([]byte{}, ca...), b...)
+	}
+	hc, err := schemaregistry.HTTPClient(ca)
+	if err != nil {
+		return nil, fmt.Errorf("ca_file: %w", err)
+	}
+	if r.Type == RegistryConfluent {
+		return schemaregistry.NewConfluent(endpoint, r.Username, r.Password, hc)
+	}
+	var tok schemaregistry.TokenSource
+	if conn != "" {
+		props, err := connstr.EventHubs(conn.Reveal())
+		if err != nil {
+			return nil, err
+		}
+		if endpoint == "" {
+			endpoint = "https://" + props.FullyQualifiedNamespace
+		}
+		switch {
+		case props.SharedAccessKey != nil && props.SharedAccessKeyName != nil:
+			tok = schemaregistry.SASToken(endpoint, *props.SharedAccessKeyName, secret.String(*props.SharedAccessKey))
+		case props.SharedAccessSignature != nil:
+			sas := *props.SharedAccessSignature
+			tok = func(context.Context) (string, error) { return sas, nil }
+		}
+	} else {
+		if endpoint == "" {
+			endpoint = "https://" + src.Namespace
+		}
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, fmt.Errorf("credential: %w", err)
+		}
+		tok = func(ctx context.Context) (string, error) {
+			t, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{registryScope}})
+			return t.Token, err
+		}
+	}
+	return schemaregistry.NewAzure(endpoint, tok, hc)
 }
 
 // decode replaces an Avro body by its JSON, appended to the buffer the

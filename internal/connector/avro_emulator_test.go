@@ -53,7 +53,13 @@ func TestEmulatorRegistryWiring(t *testing.T) {
 	}
 	dev := capturingDevEnv{started: make(chan *emulator.Server, 1)}
 	done, stop := runInBackground(ctx, cfg, connector.RunOptions{Registry: &reg, DevEnv: dev})
-	defer stop()
+	defer func() {
+		stop()
+		select { // Run writes into dir until it returns (unless it has)
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	}()
 	var srv *emulator.Server
 	select {
 	case srv = <-dev.started:
