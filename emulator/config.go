@@ -81,6 +81,10 @@ type Config struct {
 	// authentication the Confluent routes require. If empty, they take any
 	// request. (The Azure routes check SAS tokens as AMQP does.)
 	SchemaRegistryBasicAuth secret.String
+	// SchemaRegistryCertOut, if set, is the file the certificate schema
+	// registry clients trust is written to, as TLSOptions.CertOut (which
+	// wins with Config.TLS: it is the same certificate).
+	SchemaRegistryCertOut string
 	// Heartbeat is the interval of the server's empty frames. If zero,
 	// DefaultHeartbeat.
 	Heartbeat time.Duration

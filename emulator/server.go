@@ -110,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.TLS != nil || cfg.SchemaRegistryAddr != "" {
 		// One certificate for AMQPS and the schema registries, so clients
 		// trust one authority; without Config.TLS it is generated.
-		var opts TLSOptions
+		opts := TLSOptions{CertOut: cfg.SchemaRegistryCertOut}
 		if cfg.TLS != nil {
 			opts = *cfg.TLS
 		}
