@@ -75,7 +75,7 @@ type Config struct {
 	// (see schemaregistry.go), with the certificate of Config.TLS or, without
 	// it, one generated at start (Server.CertificatePEM). With DataDir the
 	// schemas are kept there, so a restarted emulator serves the same ids;
-	// else in memory. If empty, none.
+	// else in memory. Start listens there (New does not). If empty, none.
 	SchemaRegistryAddr string
 	// SchemaRegistryBasicAuth, if set ("user:password"), is the basic
 	// authentication the Confluent routes require. If empty, they take any

@@ -289,12 +289,13 @@ func (s *Server) azureRegister(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) azureGetID(w http.ResponseWriter, r *http.Request) {
-	group, name, ok := strings.Cut(r.PathValue("name"), ":")
-	if !ok || name != "get-id" {
+	// The pattern's wildcard takes the whole last segment, "{name}:get-id".
+	group := r.PathValue("group")
+	name, ok := strings.CutSuffix(r.PathValue("name"), ":get-id")
+	if !ok {
 		azureError(w, http.StatusNotFound, "ItemNotFound", fmt.Sprintf("no schema registry operation POST %s", r.URL.Path))
 		return
 	}
-	name, group = group, r.PathValue("group")
 	if !s.azureRequest(w, r, registryEntity(group), readRights...) {
 		return
 	}

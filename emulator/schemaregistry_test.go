@@ -172,6 +172,8 @@ func TestAzureSchemaRegistryRoutes(t *testing.T) {
 	}
 	wantAzureError(t, c.do("GET", "/$schemaGroups/$schemas/"+id1+"?api-version=2017-04", "", ""), 400, "InvalidRequest", "2017-04")
 	wantAzureError(t, c.do("GET", "/$schemaGroups/$schemas/"+id1, "", ""), 400, "InvalidRequest", "api-version")
+	wantAzureError(t, c.do("POST", "/$schemaGroups/shop/schemas/shop.Order"+apiQuery, avroJSON, ordersV1), 404, "ItemNotFound", "POST")
+	wantAzureError(t, c.do("DELETE", "/$schemaGroups/shop/schemas/shop.Order"+apiQuery, "", ""), 404, "ItemNotFound", "DELETE")
 }
 
 // TestAzureSchemaRegistryBadSchema: a definition that is not Avro, or not

@@ -309,7 +309,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.admin.Close()
 		}
 		if s.registry != nil {
-			s.registry.Close()
+			// Shutdown, not Close: it waits for requests in flight, so no
+			// handler touches the schema store after it is closed below.
+			if err := s.registry.Shutdown(ctx); err != nil {
+				s.registry.Close()
+			}
 		}
 		for _, c := range conns {
 			c.teardown(closeShutdown, forcedError("the emulator is shutting down"))
