@@ -75,12 +75,16 @@ type Config struct {
 	// (see schemaregistry.go), with the certificate of Config.TLS or, without
 	// it, one generated at start (Server.CertificatePEM). With DataDir the
 	// schemas are kept there, so a restarted emulator serves the same ids;
-	// else in memory. If empty, none.
+	// else in memory. Start listens there (New does not). If empty, none.
 	SchemaRegistryAddr string
 	// SchemaRegistryBasicAuth, if set ("user:password"), is the basic
 	// authentication the Confluent routes require. If empty, they take any
 	// request. (The Azure routes check SAS tokens as AMQP does.)
 	SchemaRegistryBasicAuth secret.String
+	// SchemaRegistryCertOut, if set, is the file the certificate schema
+	// registry clients trust is written to, as TLSOptions.CertOut (which
+	// wins with Config.TLS: it is the same certificate).
+	SchemaRegistryCertOut string
 	// Heartbeat is the interval of the server's empty frames. If zero,
 	// DefaultHeartbeat.
 	Heartbeat time.Duration

@@ -14,8 +14,8 @@ package emulator
 //
 // The body is the definition; Content-Type "application/json;
 // serialization=Avro" (or Json, or "text/plain; charset=utf-8" for Custom)
-// says its format, anything else answers 415. A Json-typed body that is a
-// JSON string holds the definition as that string (the JavaScript client
+// says its format, anything else answers 415. A body that is a JSON string
+// holding JSON holds the definition as that string (the JavaScript client
 // sends get-id that way). An Avro definition must parse (hamba/avro), else
 // 400 InvalidSchema naming the parser's complaint. Success answers carry
 // Schema-Id, Schema-Id-Location, Schema-Group-Name, Schema-Name,
@@ -223,8 +223,11 @@ func readDefinition(w http.ResponseWriter, r *http.Request) (format, definition 
 	}
 	definition = string(body)
 	if format != "Custom" {
+		// A JSON string holding JSON is the definition sent as a string
+		// (get-id from JavaScript); a string holding a name ("long") is
+		// itself an Avro schema.
 		var unwrapped string
-		if json.Unmarshal(body, &unwrapped) == nil {
+		if json.Unmarshal(body, &unwrapped) == nil && json.Valid([]byte(unwrapped)) {
 			definition = unwrapped
 		}
 		if !json.Valid([]byte(definition)) {
@@ -289,12 +292,13 @@ func (s *Server) azureRegister(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) azureGetID(w http.ResponseWriter, r *http.Request) {
-	group, name, ok := strings.Cut(r.PathValue("name"), ":")
-	if !ok || name != "get-id" {
+	// The pattern's wildcard takes the whole last segment, "{name}:get-id".
+	group := r.PathValue("group")
+	name, ok := strings.CutSuffix(r.PathValue("name"), ":get-id")
+	if !ok {
 		azureError(w, http.StatusNotFound, "ItemNotFound", fmt.Sprintf("no schema registry operation POST %s", r.URL.Path))
 		return
 	}
-	name, group = group, r.PathValue("group")
 	if !s.azureRequest(w, r, registryEntity(group), readRights...) {
 		return
 	}

@@ -145,6 +145,14 @@ func TestAzureSchemaRegistryRoutes(t *testing.T) {
 			t.Fatalf("get-id with body %.40q: %d id %q, want 204 id %s", body, got.status, got.header.Get("Schema-Id"), id2)
 		}
 	}
+	// A primitive Avro schema is a JSON string itself.
+	prim := c.register("shop", "amount", `"long"`)
+	if prim.status != http.StatusNoContent {
+		t.Fatalf(`registering "long": %d %s`, prim.status, prim.body)
+	}
+	if got := c.do("POST", "/$schemaGroups/shop/schemas/amount:get-id"+apiQuery, avroJSON, `"\"long\""`); got.header.Get("Schema-Id") != prim.header.Get("Schema-Id") {
+		t.Fatalf(`get-id of "long" sent as a JSON string: %d %s`, got.status, got.body)
+	}
 	unknownDef := `{"type":"record","name":"Order","namespace":"shop","fields":[]}`
 	wantAzureError(t, c.do("POST", "/$schemaGroups/shop/schemas/shop.Order:get-id"+apiQuery, avroJSON, unknownDef), 404, "ItemNotFound", "shop.Order")
 	wantAzureError(t, c.do("POST", "/$schemaGroups/shop/schemas/nobody:get-id"+apiQuery, avroJSON, ordersV1), 404, "ItemNotFound", "nobody")
@@ -172,6 +180,8 @@ func TestAzureSchemaRegistryRoutes(t *testing.T) {
 	}
 	wantAzureError(t, c.do("GET", "/$schemaGroups/$schemas/"+id1+"?api-version=2017-04", "", ""), 400, "InvalidRequest", "2017-04")
 	wantAzureError(t, c.do("GET", "/$schemaGroups/$schemas/"+id1, "", ""), 400, "InvalidRequest", "api-version")
+	wantAzureError(t, c.do("POST", "/$schemaGroups/shop/schemas/shop.Order"+apiQuery, avroJSON, ordersV1), 404, "ItemNotFound", "POST")
+	wantAzureError(t, c.do("DELETE", "/$schemaGroups/shop/schemas/shop.Order"+apiQuery, "", ""), 404, "ItemNotFound", "DELETE")
 }
 
 // TestAzureSchemaRegistryBadSchema: a definition that is not Avro, or not

@@ -110,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.TLS != nil || cfg.SchemaRegistryAddr != "" {
 		// One certificate for AMQPS and the schema registries, so clients
 		// trust one authority; without Config.TLS it is generated.
-		var opts TLSOptions
+		opts := TLSOptions{CertOut: cfg.SchemaRegistryCertOut}
 		if cfg.TLS != nil {
 			opts = *cfg.TLS
 		}
@@ -309,7 +309,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.admin.Close()
 		}
 		if s.registry != nil {
-			s.registry.Close()
+			// Shutdown, not Close: it waits for requests in flight, so no
+			// handler touches the schema store after it is closed below.
+			if err := s.registry.Shutdown(ctx); err != nil {
+				s.registry.Close()
+			}
 		}
 		for _, c := range conns {
 			c.teardown(closeShutdown, forcedError("the emulator is shutting down"))

@@ -37,6 +37,9 @@ func TestTornLastRecordIsDropped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open after a torn append: %v", err)
 	}
+	if b, err := os.ReadFile(path); err != nil || strings.Contains(string(b), "half") || !strings.HasSuffix(string(b), "}\n") {
+		t.Fatalf("after Open the file still holds the torn record: %q, %v", b, err)
+	}
 	if got, ok := s.AzureByID(a.ID); !ok || got != a {
 		t.Fatalf("AzureByID after the torn append = %+v, %v; want %+v", got, ok, a)
 	}
