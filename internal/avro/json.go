@@ -23,14 +23,43 @@ var ErrBody = errors.New("invalid Avro body")
 // (a recursive schema lets a body nest without limit).
 const maxDepth = 512
 
-var readers = sync.Pool{New: func() any { return avro.NewReader(nil, 0) }}
+// reader is the state of one AppendJSON: the Avro reader over the body
+// and a scratch buffer strings and bytes are read into (hamba's
+// ReadBytes allocates them).
+type reader struct {
+	*avro.Reader
+	size    int // of the body: no string or bytes can be longer
+	scratch []byte
+}
+
+var readers = sync.Pool{New: func() any { return &reader{Reader: avro.NewReader(nil, 0)} }}
+
+// bytes reads a string or bytes value into the scratch buffer, valid until
+// the next call.
+func (r *reader) bytes() []byte {
+	n := r.ReadLong()
+	if r.Error != nil {
+		return nil
+	}
+	if n < 0 || n > int64(r.size) {
+		r.ReportError("ReadBytes", "length "+strconv.FormatInt(n, 10)+" beyond the body")
+		return nil
+	}
+	if cap(r.scratch) < int(n) {
+		r.scratch = make([]byte, n, max(n, 256))
+	}
+	b := r.scratch[:n]
+	r.Read(b)
+	return b
+}
 
 // AppendJSON appends the JSON of body to dst. An error wraps ErrBody.
 func (p *Program) AppendJSON(dst, body []byte) ([]byte, error) {
-	r := readers.Get().(*avro.Reader)
+	r := readers.Get().(*reader)
 	defer readers.Put(r)
 	r.Error = nil
 	r.Reset(body)
+	r.size = len(body)
 	n := len(dst)
 	dst, err := appendValue(dst, r, p.root, 0)
 	if err == nil && r.Error != nil {
@@ -54,7 +83,7 @@ func (p *Program) AppendJSON(dst, body []byte) ([]byte, error) {
 	return dst, nil
 }
 
-func appendValue(dst []byte, r *avro.Reader, o *op, depth int) ([]byte, error) {
+func appendValue(dst []byte, r *reader, o *op, depth int) ([]byte, error) {
 	if depth > maxDepth {
 		return dst, fmt.Errorf("nested deeper than %d", maxDepth)
 	}
@@ -72,14 +101,23 @@ func appendValue(dst []byte, r *avro.Reader, o *op, depth int) ([]byte, error) {
 	case wDouble:
 		return appendFloat(dst, r.ReadDouble(), 64), nil
 	case wString, wBytes:
-		b := r.ReadBytes()
+		b := r.bytes()
 		if r.Error != nil {
 			return dst, r.Error
 		}
 		return appendBytes(dst, b, o)
 	case wFixed:
-		b := make([]byte, o.size)
+		if o.size > r.size {
+			return dst, errors.New("the body ends inside a fixed")
+		}
+		if cap(r.scratch) < o.size {
+			r.scratch = make([]byte, o.size)
+		}
+		b := r.scratch[:o.size]
 		r.Read(b)
+		if r.Error != nil {
+			return dst, r.Error
+		}
 		return appendBytes(dst, b, o)
 	case wEnum:
 		i := int(r.ReadInt())
@@ -135,7 +173,7 @@ func appendValue(dst []byte, r *avro.Reader, o *op, depth int) ([]byte, error) {
 					dst = append(dst, ',')
 				}
 				first = false
-				k := r.ReadBytes()
+				k := r.bytes()
 				if r.Error != nil {
 					return dst, r.Error
 				}
