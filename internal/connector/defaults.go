@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/ehsink/ehsink/internal/schemaregistry"
 )
 
 // The defaults written on the fields of spec.go, in one place.
@@ -90,6 +92,11 @@ func (s *Spec) withDefaults() {
 		src.Credential = defaultCredential
 	}
 	src.Settings = src.Settings.WithDefaults()
+	if r := src.Registry; r != nil && r.CacheSize == 0 {
+		c := *r
+		c.CacheSize = schemaregistry.DefaultCacheSize
+		src.Registry = &c
+	}
 
 	cp := &s.Checkpoint
 	if cp.Blob != nil {
