@@ -57,7 +57,10 @@ func TestRunnerDecodesAvro(t *testing.T) {
 	const n = 120
 	mem := sinktest.NewMemory()
 	store := &memCheckpoints{pos: map[string]sinks.Position{}}
-	ctx, cancel := context.WithCancel(context.Background())
+	// A bound on a hang (a poison event taken for an outage would wait
+	// forever), not a speed assertion.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	p := newMemPartition("0", n, store, rand.New(rand.NewPCG(7, 8)), cancel)
 	good := "avro/binary+u1"
 	unknown := "avro/binary+nope"
@@ -91,6 +94,9 @@ func TestRunnerDecodesAvro(t *testing.T) {
 	if err := r.RunPartition(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("the partition did not get through its events")
+	}
 	events := mem.Events("0")
 	want := 0
 	for seq := range int64(n) {
@@ -99,7 +105,11 @@ func TestRunnerDecodesAvro(t *testing.T) {
 		}
 	}
 	if len(events) != want {
-		t.Fatalf("%d events committed, want %d", len(events), want)
+		var got []int64
+		for _, ev := range events {
+			got = append(got, ev.SequenceNumber)
+		}
+		t.Fatalf("%d events committed, want %d: %v", len(events), want, got)
 	}
 	for _, ev := range events {
 		seq := ev.SequenceNumber

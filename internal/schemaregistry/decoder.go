@@ -160,9 +160,13 @@ func (d *Decoder) program(ctx context.Context, id string) (*avro.Program, error)
 		d.fetch(ctx, e)
 	}
 	select {
-	case <-e.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case <-e.ready: // a schema in the cache decodes whatever ctx says
+	default:
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if e.prog == nil && e.err == nil {
 		// The fetch failed and the entry is forgotten: the next call

@@ -154,6 +154,15 @@ func TestAzureDecodesAndCaches(t *testing.T) {
 	if n := f.gets.Load(); n != 1 {
 		t.Errorf("registry asked %d times for one id, want once", n)
 	}
+	// A cached schema decodes whatever the context says: a partition that
+	// is stopping writes the batch in hand.
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 50 {
+		if _, err := d.AppendJSON(done, ct("avro/binary+0123abcd"), b, nil); err != nil {
+			t.Fatalf("with a cancelled context and the schema cached: %v", err)
+		}
+	}
 }
 
 func TestWrongTokenIsTransient(t *testing.T) {
