@@ -171,6 +171,18 @@ func TestEvolution(t *testing.T) {
 			t.Errorf("got %s", out)
 		}
 	})
+	t.Run("alias", func(t *testing.T) {
+		w := mustParse(t, `{"type":"record","name":"R","fields":[{"name":"quantity","type":"int"}]}`)
+		r := mustParse(t, `{"type":"record","name":"R","fields":[{"name":"qty","type":"long","aliases":["quantity"]}]}`)
+		p, err := Compile(w, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := avro.Marshal(w, map[string]any{"quantity": 4})
+		if out, err := p.AppendJSON(nil, body); err != nil || string(out) != `{"qty":4}` {
+			t.Errorf("got %s, %v; want the reader's name", out, err)
+		}
+	})
 	t.Run("promotion", func(t *testing.T) {
 		w := mustParse(t, `{"type":"record","name":"R","fields":[{"name":"n","type":"int"},{"name":"s","type":"string"},{"name":"e","type":{"type":"enum","name":"E","symbols":["A","B","C"]}}]}`)
 		r := mustParse(t, `{"type":"record","name":"R","fields":[{"name":"n","type":["null","double"]},{"name":"s","type":"bytes"},{"name":"e","type":{"type":"enum","name":"E","symbols":["A","B"],"default":"A"}}]}`)
@@ -280,6 +292,7 @@ func TestDecimalsAndUUIDFixed(t *testing.T) {
 	for _, in := range []string{
 		`{"f":-0.005,"big":-123456789012345678901234.5678,"u":"7d444840-9dc0-11d1-b245-5ffdce74fad2","tm":"13:14:15.016"}`,
 		`{"f":12.000,"big":0.0001,"u":"00000000-0000-0000-0000-000000000000","tm":"00:00:00.000"}`,
+		`{"f":-0.123,"big":0.1234,"u":"00000000-0000-0000-0000-000000000000","tm":"23:59:59.999"}`,
 	} {
 		body, err := Encode(s, []byte(in))
 		if err != nil {

@@ -161,7 +161,12 @@ func TestRunnerWaitsForRegistry(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.RunPartition(ctx, &beatingPartition{memPartition: p, beats: beats}) }()
 	for range 3 {
-		<-beats // it waits, heartbeating
+		select {
+		case <-beats: // it waits, heartbeating
+		case <-time.After(30 * time.Second): // a hang bound, not a speed assertion
+			cancel()
+			t.Fatal("no heartbeat while the partition waits for the registry")
+		}
 	}
 	cancel()
 	err := <-done
