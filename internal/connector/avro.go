@@ -253,6 +253,11 @@ func RegistryClient(src SourceSpec, conn secret.String, endpoint string, ca []by
 // registry that cannot be reached is waited out with the retry backoff
 // while the partition heartbeats; only ctx ends the wait (err).
 func (pr *partitionRun) decode(ctx context.Context, ev *sinks.Event) (poison, err error) {
+	if len(ev.Body) == 0 {
+		// No value to decode: a tombstone (a Kafka producer's delete of its
+		// key) is handed on as it is, as a JSON connector hands it on.
+		return nil, nil
+	}
 	dec := pr.r.opts.Decoder
 	waits := backoff.Backoff{Initial: pr.r.opts.Retry.InitialBackoff, Max: pr.r.opts.Retry.MaxBackoff}
 	for attempt := 1; ; attempt++ {
