@@ -84,7 +84,10 @@ func TestRunnerDecodesAvro(t *testing.T) {
 			ev.ContentType = nil
 			poison[seq] = "no content type"
 		case seq == 98:
-			ev.Body = nil // a tombstone: handed on as it is
+			// A tombstone is handed on as it is: here the filter cannot
+			// read it, as with a JSON connector.
+			ev.Body = nil
+			poison[seq] = "filter.drop"
 		}
 	}
 	filter := &FilterSpec{Drop: expr.MustCompile(`$.id == 50`)}
@@ -116,9 +119,6 @@ func TestRunnerDecodesAvro(t *testing.T) {
 	for _, ev := range events {
 		seq := ev.SequenceNumber
 		w := fmt.Sprintf(`{"id":%d,"name":"user %d %s","at":"%s"}`, seq, seq, strings.Repeat("x", int(seq%13)), time.UnixMilli(1700000000000+seq).UTC().Format("2006-01-02T15:04:05.000Z"))
-		if seq == 98 {
-			w = ""
-		}
 		if string(ev.Body) != w {
 			t.Fatalf("seq %d: body %s, want %s", seq, ev.Body, w)
 		}
