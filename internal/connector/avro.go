@@ -48,9 +48,10 @@ type RegistrySpec struct {
 	// schemas in (`ehsink send --avro` registers there). Decoding needs
 	// only the id each event carries.
 	Group string `yaml:"group"`
-	// URL is the registry's address. Required with confluent. With azure,
-	// if empty, the source's namespace (https://NAMESPACE), or the
-	// built-in emulator's registry with `connection: emulator`.
+	// URL is the registry's address. If empty: with `connection:
+	// emulator`, the built-in emulator's registry (either type); else with
+	// azure the source's namespace (https://NAMESPACE); confluent requires
+	// it.
 	URL string `yaml:"url"`
 	// Username and Password are the basic-auth credentials of a confluent
 	// registry (write them as ${VAR}). An azure registry uses the
@@ -98,7 +99,7 @@ func (s *SourceSpec) validateFormat(path string, p *problems) {
 			p.add(path+".username", "an azure registry uses the source's credentials; username and password are for confluent")
 		}
 	case RegistryConfluent:
-		if r.URL == "" {
+		if r.URL == "" && s.Connection.Reveal() != EmulatorConnection {
 			p.add(path+".url", "required with type confluent (http(s)://HOST:PORT)")
 		}
 		if (r.Username == "") != (r.Password == "") {
@@ -163,7 +164,7 @@ func newDecoder(spec Spec, conn secret.String, env *environment) (*schemaregistr
 		endpoint string
 		ca       []byte
 	)
-	if r.Type == RegistryAzure && r.URL == "" && src.Connection.Reveal() == EmulatorConnection {
+	if r.URL == "" && src.Connection.Reveal() == EmulatorConnection {
 		emu, ok := env.emu.(registryEmulator)
 		if !ok || emu.SchemaRegistryAddr() == "" {
 			return nil, errors.New("the emulator serves no schema registry (emulator.schema_registry)")
@@ -291,8 +292,8 @@ func formatAttrs(src SourceSpec) []any {
 }
 
 // readsEmulatorRegistry reports whether s reads Avro events whose schemas
-// are in the built-in emulator's Azure Schema Registry.
+// are in the built-in emulator's registries.
 func readsEmulatorRegistry(s Spec) bool {
 	r := s.Source.Registry
-	return s.Source.Format == FormatAvro && r != nil && r.Type == RegistryAzure && r.URL == "" && s.Source.Connection.Reveal() == EmulatorConnection
+	return s.Source.Format == FormatAvro && r != nil && r.URL == "" && s.Source.Connection.Reveal() == EmulatorConnection
 }

@@ -219,7 +219,7 @@ func TestValidateFormat(t *testing.T) {
 		{SourceSpec{Registry: &RegistrySpec{Type: "azure"}}, []string{"connectors[0].source.registry: used only with format: avro"}},
 		{SourceSpec{Format: "avro", Registry: &RegistrySpec{}}, []string{"connectors[0].source.registry.type: required"}},
 		{SourceSpec{Format: "avro", Registry: &RegistrySpec{Type: "kafka"}}, []string{`connectors[0].source.registry.type: "kafka": want azure or confluent`}},
-		{SourceSpec{Format: "avro", Registry: &RegistrySpec{Type: "confluent", Username: "u"}}, []string{
+		{SourceSpec{Connection: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=dg==;EntityPath=h", Format: "avro", Registry: &RegistrySpec{Type: "confluent", Username: "u"}}, []string{
 			"connectors[0].source.registry.url: required with type confluent", "connectors[0].source.registry.password: username and password go together"}},
 		{SourceSpec{Format: "avro", Registry: &RegistrySpec{Type: "azure", Username: "u", URL: "ftp://x", CAFile: filepath.Join(dir, "none.pem"), ReaderSchema: badSchema, CacheSize: -1}}, []string{
 			"connectors[0].source.registry.username: an azure registry uses the source's credentials",

@@ -85,7 +85,8 @@ type EmulatorSpec struct {
 	// SchemaRegistry is the address of the emulator's schema registries
 	// (Azure Schema Registry and a Confluent-compatible one, over HTTPS
 	// with the emulator's certificate). If empty, 127.0.0.1:0 when a
-	// connector reading the emulator declares an azure registry, else off.
+	// connector reading the emulator declares a registry without url, else
+	// off.
 	SchemaRegistry string `yaml:"schema_registry"`
 	// Demo, when set, produces demo order events into a hub.
 	Demo *DemoSpec `yaml:"demo"`
