@@ -34,6 +34,24 @@ type reader struct {
 
 var readers = sync.Pool{New: func() any { return &reader{Reader: avro.NewReader(nil, 0)} }}
 
+// maxEmptyItems bounds a block of items that take no bytes (nulls, empty
+// records), which a body of a few bytes could otherwise claim by the
+// billion.
+const maxEmptyItems = 1 << 20
+
+// checkBlock refuses a block of n items that the body cannot hold: every
+// item but an empty one takes at least a byte.
+func (r *reader) checkBlock(n int64, items *op) error {
+	limit := int64(r.size)
+	if items.wire == wNull || (items.wire == wRecord && len(items.fields) == 0) {
+		limit = maxEmptyItems
+	}
+	if n < 0 || n > limit {
+		return fmt.Errorf("a block of %d items in a body of %d bytes", n, r.size)
+	}
+	return nil
+}
+
 // bytes reads a string or bytes value into the scratch buffer, valid until
 // the next call.
 func (r *reader) bytes() []byte {
@@ -142,6 +160,9 @@ func appendValue(dst []byte, r *reader, o *op, depth int) ([]byte, error) {
 			if n == 0 {
 				break
 			}
+			if err := r.checkBlock(n, o.items); err != nil {
+				return dst, err
+			}
 			for ; n > 0; n-- {
 				if !first {
 					dst = append(dst, ',')
@@ -167,6 +188,9 @@ func appendValue(dst []byte, r *reader, o *op, depth int) ([]byte, error) {
 			}
 			if n == 0 {
 				break
+			}
+			if err := r.checkBlock(n, o.items); err != nil {
+				return dst, err
 			}
 			for ; n > 0; n-- {
 				if !first {

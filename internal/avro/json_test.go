@@ -308,3 +308,18 @@ func TestDecimalsAndUUIDFixed(t *testing.T) {
 		}
 	}
 }
+
+func TestHugeBlocks(t *testing.T) {
+	for _, schema := range []string{`{"type":"array","items":"null"}`, `{"type":"array","items":"long"}`, `{"type":"map","values":"null"}`} {
+		p, err := Compile(mustParse(t, schema), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := avro.NewWriter(nil, 16)
+		w.WriteLong(1 << 40) // a trillion items
+		w.WriteLong(0)
+		if _, err := p.AppendJSON(nil, w.Buffer()); !errors.Is(err, ErrBody) || !strings.Contains(err.Error(), "block of") {
+			t.Errorf("%s: %v, want the block refused", schema, err)
+		}
+	}
+}
