@@ -22,9 +22,10 @@ import (
 // terminal) and presses Ctrl-C as a user does: the terminal's line
 // discipline signals its whole foreground process group, make included,
 // not ehsink alone. ehsink must drain, and make must exit 0, also when its
-// output goes through a pipe (`make run 2>&1 | tee`), where the
-// terminal's SIGINT used to reach make (exit 130) and kill ehsink by
-// SIGPIPE before it drained. Afterwards no ehsink of the run is left.
+// output goes through a pipe (`make run 2>&1 | tee`) or to a file, or its
+// stdin is not the terminal: there the terminal's SIGINT used to reach make
+// (exit 130, or 141 through tee) and leave ehsink running undrained.
+// Afterwards no ehsink of the run is left.
 func TestMakeRunCtrlC(t *testing.T) {
 	makeBin, err := exec.LookPath("make")
 	if err != nil {
@@ -45,6 +46,7 @@ func TestMakeRunCtrlC(t *testing.T) {
 		{name: "terminal", shell: `$MAKE_RUN`},
 		{name: "piped through tee", shell: `$MAKE_RUN 2>&1 | tee run.log >/dev/null; exit ${PIPESTATUS[0]}`, log: "run.log"},
 		{name: "stderr to a file", shell: `$MAKE_RUN 2>run.log`, log: "run.log"},
+		{name: "stdin not the terminal", shell: `$MAKE_RUN </dev/null`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
