@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,7 +59,10 @@ func TestMakeRunCtrlC(t *testing.T) {
 			makeRun := fmt.Sprintf("%s -f %s -o build run BIN=%s", makeBin, filepath.Join(root, "Makefile"), binary)
 			cmd := exec.Command("bash", "-c", tc.shell)
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "MAKE_RUN="+makeRun)
+			// A user's make, not one nested in the make that runs the tests.
+			cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+				return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
+			}), "MAKE_RUN="+makeRun)
 			term := startInTerminal(t, cmd)
 
 			logs := func() string {
