@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ehsink/ehsink/internal/secret"
@@ -69,6 +70,21 @@ type Config struct {
 	// AdminAddr, if set, starts the admin HTTP server (fault injection and
 	// /health) on this address; use a loopback address. If empty, none.
 	AdminAddr string
+	// SchemaRegistryAddr, if set, serves Azure Schema Registry and a
+	// Confluent-compatible schema registry over HTTPS on this address
+	// (see schemaregistry.go), with the certificate of Config.TLS or, without
+	// it, one generated at start (Server.CertificatePEM). With DataDir the
+	// schemas are kept there, so a restarted emulator serves the same ids;
+	// else in memory. Start listens there (New does not). If empty, none.
+	SchemaRegistryAddr string
+	// SchemaRegistryBasicAuth, if set ("user:password"), is the basic
+	// authentication the Confluent routes require. If empty, they take any
+	// request. (The Azure routes check SAS tokens as AMQP does.)
+	SchemaRegistryBasicAuth secret.String
+	// SchemaRegistryCertOut, if set, is the file the certificate schema
+	// registry clients trust is written to, as TLSOptions.CertOut (which
+	// wins with Config.TLS: it is the same certificate).
+	SchemaRegistryCertOut string
 	// Heartbeat is the interval of the server's empty frames. If zero,
 	// DefaultHeartbeat.
 	Heartbeat time.Duration
@@ -121,6 +137,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retention: %s is negative", c.Retention))
 	}
 	errs = append(errs, c.validatePolicies()...)
+	if a := c.SchemaRegistryBasicAuth.Reveal(); a != "" && !strings.Contains(a, ":") {
+		errs = append(errs, errors.New("schema_registry_basic_auth: want user:password"))
+	}
 	if c.TLS != nil {
 		if err := c.TLS.validate(); err != nil {
 			errs = append(errs, err)

@@ -18,6 +18,9 @@
 //     hub senders, partition receivers), each headed by a Behavior comment.
 //   - server.go, admin.go, tls.go: lifecycle (New, Start, Serve, Shutdown),
 //     the AMQPS listener, fault injection and the loopback admin HTTP server.
+//   - schemaregistry.go: Azure Schema Registry and Confluent-compatible
+//     routes over HTTPS (Config.SchemaRegistryAddr); their store is
+//     emulator/internal/schemas.
 //
 // Hub state (partitions, sequence numbers, epochs, persistence) lives in
 // emulator/internal/hub; this package maps it onto the wire.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/emulator/internal/hub"
+	"github.com/ehsink/ehsink/emulator/internal/schemas"
 )
 
 // Server is a running emulator. Its methods are safe for concurrent use.
@@ -27,6 +28,10 @@ type Server struct {
 	certPEM []byte       // the certificate AMQPS clients trust
 	admin   *http.Server
 	adminLn net.Listener
+
+	registry   *http.Server   // the schema registries, with Config.SchemaRegistryAddr
+	registryLn net.Listener   // its listener
+	schemas    *schemas.Store // their schemas
 
 	policies map[string]Policy // SAS policies by key name; empty: every token is good
 
@@ -101,17 +106,31 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.ln = ln
 	s.serveBackground(ln)
-	if cfg.TLS != nil {
-		tlsCfg, certPEM, err := cfg.TLS.serverTLS(time.Now())
+	var tlsCfg *tls.Config
+	if cfg.TLS != nil || cfg.SchemaRegistryAddr != "" {
+		// One certificate for AMQPS and the schema registries, so clients
+		// trust one authority; without Config.TLS it is generated.
+		opts := TLSOptions{CertOut: cfg.SchemaRegistryCertOut}
+		if cfg.TLS != nil {
+			opts = *cfg.TLS
+		}
+		tlsCfg, s.certPEM, err = opts.serverTLS(time.Now(), cfg.SchemaRegistryAddr)
 		if err != nil {
 			return fail(fmt.Errorf("emulator: %w", err))
 		}
+	}
+	if cfg.TLS != nil {
 		tln, err := lc.Listen(ctx, "tcp", cfg.TLS.Addr)
 		if err != nil {
 			return fail(fmt.Errorf("emulator: listen on %s: %w", cfg.TLS.Addr, err))
 		}
-		s.tlsLn, s.certPEM = tls.NewListener(tln, tlsCfg), certPEM
+		s.tlsLn = tls.NewListener(tln, tlsCfg)
 		s.serveBackground(s.tlsLn)
+	}
+	if cfg.SchemaRegistryAddr != "" {
+		if err := s.startSchemaRegistry(ctx, tlsCfg); err != nil {
+			return fail(err)
+		}
 	}
 	if cfg.AdminAddr != "" {
 		if err := s.startAdmin(ctx); err != nil {
@@ -121,6 +140,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	listening := []any{"addr", s.Addr()}
 	if s.tlsLn != nil {
 		listening = append(listening, "amqps_addr", s.TLSAddr())
+	}
+	if s.registryLn != nil {
+		listening = append(listening, "schema_registry_addr", s.SchemaRegistryAddr())
 	}
 	// Debug: the caller says it is ready in its own words (the emulator
 	// command with its connection strings, ehsink run with the one its
@@ -161,8 +183,9 @@ func (s *Server) TLSAddr() string {
 	return s.tlsLn.Addr().String()
 }
 
-// CertificatePEM returns the PEM certificate AMQPS clients should trust
-// (see TLSOptions.CertOut), or nil without Config.TLS.
+// CertificatePEM returns the PEM certificate AMQPS and schema registry
+// clients should trust (see TLSOptions.CertOut), or nil without Config.TLS
+// and Config.SchemaRegistryAddr.
 func (s *Server) CertificatePEM() []byte { return s.certPEM }
 
 // AdminAddr returns the admin HTTP address, or "" without an admin server.
@@ -285,6 +308,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.admin != nil {
 			s.admin.Close()
 		}
+		if s.registry != nil {
+			// Shutdown, not Close: it waits for requests in flight, so no
+			// handler touches the schema store after it is closed below.
+			if err := s.registry.Shutdown(ctx); err != nil {
+				s.registry.Close()
+			}
+		}
 		for _, c := range conns {
 			c.teardown(closeShutdown, forcedError("the emulator is shutting down"))
 		}
@@ -301,6 +331,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		if err := s.ns.Close(); err != nil && s.shutdownErr == nil {
 			s.shutdownErr = fmt.Errorf("emulator: close hub store: %w", err)
+		}
+		if s.schemas != nil {
+			if err := s.schemas.Close(); err != nil && s.shutdownErr == nil {
+				s.shutdownErr = fmt.Errorf("emulator: %w", err)
+			}
 		}
 	})
 	return s.shutdownErr

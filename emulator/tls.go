@@ -69,8 +69,9 @@ func (o *TLSOptions) validate() error {
 }
 
 // serverTLS builds the server's tls.Config and the PEM of the certificate
-// a client should trust.
-func (o *TLSOptions) serverTLS(now time.Time) (*tls.Config, []byte, error) {
+// a client should trust. A generated certificate also names the IP
+// addresses of extraAddrs (the schema registry's listen address).
+func (o *TLSOptions) serverTLS(now time.Time, extraAddrs ...string) (*tls.Config, []byte, error) {
 	var (
 		cert     tls.Certificate
 		trustPEM []byte
@@ -85,9 +86,11 @@ func (o *TLSOptions) serverTLS(now time.Time) (*tls.Config, []byte, error) {
 		trustPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: last})
 	} else {
 		var extra []net.IP
-		if host, _, err := net.SplitHostPort(o.Addr); err == nil {
-			if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-				extra = append(extra, ip)
+		for _, addr := range append([]string{o.Addr}, extraAddrs...) {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+					extra = append(extra, ip)
+				}
 			}
 		}
 		cert, trustPEM, err = generateCertificate(now, extra...)

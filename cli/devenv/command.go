@@ -34,6 +34,7 @@ type emulatorFlags struct {
 	listen, tlsListen                  *string
 	tlsCert, tlsKey, tlsCertOut        *string
 	dataDir, fsync, admin              *string
+	schemaRegistry, registryBasicAuth  *string
 	logLevel, logFormat                *string
 	useTLS                             *bool
 	retention                          *time.Duration
@@ -54,7 +55,9 @@ func newEmulatorFlags(stderr io.Writer) *emulatorFlags {
 	f.tlsListen = fs.String("tls-listen", "127.0.0.1:5671", "AMQPS listen `address` (with --tls)")
 	f.tlsCert = fs.String("tls-cert", "", "PEM certificate chain `file` for AMQPS (implies --tls; needs --tls-key)")
 	f.tlsKey = fs.String("tls-key", "", "PEM private key `file` for AMQPS (with --tls-cert)")
-	f.tlsCertOut = fs.String("tls-cert-out", ".ehsink/emulator-ca.pem", "`file` the certificate AMQPS clients should trust is written to (with --tls)")
+	f.tlsCertOut = fs.String("tls-cert-out", ".ehsink/emulator-ca.pem", "`file` the certificate AMQPS and schema registry clients should trust is written to (with --tls or --schema-registry)")
+	f.schemaRegistry = fs.String("schema-registry", "", "serve Azure Schema Registry and a Confluent-compatible registry over HTTPS on this `address`, e.g. 127.0.0.1:5443 (default: off)")
+	f.registryBasicAuth = fs.String("schema-registry-basic-auth", "", "`user:password` the Confluent routes of --schema-registry require (default: none)")
 	f.dataDir = fs.String("data-dir", "", "keep events in segment files under `dir` so a restart serves them again (default: memory only)")
 	f.fsync = fs.String("fsync", "interval", "with --data-dir, when to fsync: `policy` interval (every second), always (every send) or never")
 	f.retention = fs.Duration("retention", 24*time.Hour, "drop events older than this `duration` (0 keeps them forever)")
@@ -77,9 +80,16 @@ generates a local certificate authority and a certificate for 127.0.0.1,
 stderr) for clients to trust, and prints one more connection string per
 hub, without UseDevelopmentEmulator, after the plain ones.
 
+With --schema-registry it serves Azure Schema Registry (what
+@azure/schema-registry and the other Azure SDKs' registry clients call,
+with https://ADDR as the namespace; tokens are checked as on AMQP) and
+Confluent's registry routes on https://ADDR, with the same certificate,
+written to --tls-cert-out. With --data-dir the schemas are kept there.
+
 Examples:
   ehsink emulator --hub orders=4 --hub payments=2 --consumer-group audit --admin 127.0.0.1:5300
   ehsink emulator --tls --key root=c2VjcmV0 --key reader=cmVhZA== --key-rights reader=listen
+  ehsink emulator --schema-registry 127.0.0.1:5443 --data-dir .ehsink/emulator
 
 Flags:
 `)
@@ -134,6 +144,15 @@ func (f *emulatorFlags) config() (emulator.Config, error) {
 		RetentionBytes: *f.retentionBytes,
 		MaxMessageSize: *f.maxMsg,
 		AdminAddr:      *f.admin,
+
+		SchemaRegistryAddr:      *f.schemaRegistry,
+		SchemaRegistryBasicAuth: secret.String(*f.registryBasicAuth),
+	}
+	switch a := *f.registryBasicAuth; {
+	case a != "" && *f.schemaRegistry == "":
+		return cfg, errors.New("--schema-registry-basic-auth needs --schema-registry")
+	case a != "" && !strings.Contains(a, ":"):
+		return cfg, errors.New("--schema-registry-basic-auth: want user:password")
 	}
 	for _, h := range hubs {
 		name, n, ok := strings.Cut(h, "=")
@@ -156,15 +175,18 @@ func (f *emulatorFlags) config() (emulator.Config, error) {
 	if err := applyKeyOptions(&cfg, f.rights, f.keyHub); err != nil {
 		return cfg, err
 	}
+	certOut, err := filepath.Abs(*f.tlsCertOut)
+	if err != nil {
+		return cfg, fmt.Errorf("--tls-cert-out: %w", err)
+	}
 	if *f.useTLS || *f.tlsCert != "" || *f.tlsKey != "" {
 		if (*f.tlsCert == "") != (*f.tlsKey == "") {
 			return cfg, errors.New("--tls-cert and --tls-key go together")
 		}
-		certOut, err := filepath.Abs(*f.tlsCertOut)
-		if err != nil {
-			return cfg, fmt.Errorf("--tls-cert-out: %w", err)
-		}
 		cfg.TLS = &emulator.TLSOptions{Addr: *f.tlsListen, CertFile: *f.tlsCert, KeyFile: *f.tlsKey, CertOut: certOut}
+	}
+	if cfg.SchemaRegistryAddr != "" {
+		cfg.SchemaRegistryCertOut = certOut
 	}
 	return cfg, nil
 }
@@ -187,6 +209,9 @@ func serveEmulator(ctx context.Context, cfg emulator.Config, stdout, stderr io.W
 			fmt.Fprintln(stdout, srv.TLSConnectionString(h.Name))
 		}
 		log.Info("AMQPS listening; clients trust the certificate file", "addr", srv.TLSAddr(), "cert", cfg.TLS.CertOut)
+	}
+	if a := srv.SchemaRegistryAddr(); a != "" {
+		log.Info("schema registry listening; clients trust the certificate file", "url", "https://"+a, "cert", cfg.SchemaRegistryCertOut)
 	}
 	if a := srv.AdminAddr(); a != "" {
 		log.Info("admin server listening", "addr", a)

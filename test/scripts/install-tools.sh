@@ -5,6 +5,9 @@
 #   - the JavaScript Event Hubs SDK, its Blob checkpoint store and the Blob
 #     client, which the JavaScript conformance suite (test/conformance/js) drives
 #     against the emulator;
+#   - the JavaScript Schema Registry client, its Avro serializer and
+#     kafkajs' Confluent Schema Registry client, which the conformance suite
+#     drives against the emulator's schema registries;
 #   - hyparquet (with hyparquet-compressors for zstd) and DuckDB's Node API,
 #     independent Parquet readers the Parquet sink's tests run over the
 #     files the sink writes (internal/parquettest/check.mjs). hyparquet
@@ -26,6 +29,9 @@ pins=(
 	"hyparquet@1.33.0"
 	"hyparquet-compressors@1.1.2"
 	"@duckdb/node-api@1.5.6-r.1"
+	"@azure/schema-registry@1.3.0"
+	"@azure/schema-registry-avro@1.1.0"
+	"@kafkajs/confluent-schema-registry@4.1.0"
 )
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

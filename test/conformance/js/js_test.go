@@ -59,7 +59,7 @@ var hubs = []emulator.HubConfig{
 const suiteTimeout = 5 * time.Minute
 
 func TestJavaScriptSDK(t *testing.T) {
-	node, modules := nodeAndModules(t)
+	node, modules := nodeAndModules(t, pinned)
 	srv := emulatortest.Start(t, emulator.Config{Hubs: hubs})
 	az := testenv.Azurite(t)
 	ehsinkContainer := az.ContainerName(t)
@@ -99,9 +99,9 @@ func TestJavaScriptSDK(t *testing.T) {
 }
 
 // nodeAndModules finds node and the .tools/node_modules folder holding the
-// pinned packages; it skips the test, or fails it when CI=true, if either
-// is missing or a package is at another version.
-func nodeAndModules(t *testing.T) (node, modules string) {
+// packages at the versions of pins; it skips the test, or fails it when
+// CI=true, if either is missing or a package is at another version.
+func nodeAndModules(t *testing.T, pins map[string]string) (node, modules string) {
 	t.Helper()
 	missing := func(format string, args ...any) {
 		t.Helper()
@@ -120,7 +120,7 @@ func nodeAndModules(t *testing.T) (node, modules string) {
 		t.Fatal(err)
 	}
 	modules = filepath.Join(root, ".tools", "node_modules")
-	for pkg, version := range pinned {
+	for pkg, version := range pins {
 		b, err := os.ReadFile(filepath.Join(modules, filepath.FromSlash(pkg), "package.json"))
 		if err != nil {
 			missing("%s is not installed in %s", pkg, modules)
