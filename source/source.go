@@ -494,14 +494,39 @@ func (s *Source) processorOptions() *azeventhubs.ProcessorOptions {
 	for id, v := range s.opts.StartPartitions {
 		per[id], _ = parseStart(v)
 	}
-	prefetch := int32(s.opts.Prefetch)
 	return &azeventhubs.ProcessorOptions{
 		LoadBalancingStrategy:       azeventhubs.ProcessorStrategy(strings.ToLower(s.opts.LoadBalancing.Strategy)),
 		UpdateInterval:              s.opts.LoadBalancing.UpdateInterval,
 		PartitionExpirationDuration: s.opts.LoadBalancing.OwnershipExpiration,
 		StartPositions:              azeventhubs.StartPositions{Default: def, PerPartition: per},
-		Prefetch:                    prefetch,
+		Prefetch:                    s.claimPrefetch(def, per),
 	}
+}
+
+// claimPrefetch is the prefetch of the processor's partition links. With
+// reader connections those links only stake the claim and are never read
+// (connections.go), yet a link that prefetches is sent its prefetch of
+// events as soon as it attaches, until the reader's link takes the
+// partition over: with four partitions, 8,000 events the emulator or the
+// service encodes and the processor's connection decodes for nothing, on
+// the connection that also carries the claims' CBS negotiations, which
+// queue behind those frames. The partitions claimed last then started
+// reading hundreds of milliseconds after the first. So the claim links
+// get no credit (a negative prefetch: the SDK issues credit per receive),
+// unless one of them may be read: a partition that starts at "latest"
+// stays on its processor link, as does one whose reader fails to open,
+// which then receives at most maxPrefetch per call, so a larger
+// batch.max_events keeps the configured prefetch.
+func (s *Source) claimPrefetch(def azeventhubs.StartPosition, per map[string]azeventhubs.StartPosition) int32 {
+	latest := func(p azeventhubs.StartPosition) bool { return p.Latest != nil && *p.Latest }
+	readable := s.readers == nil || latest(def) || s.opts.Batch.MaxEvents > maxPrefetch || s.opts.claimPrefetch
+	for _, p := range per {
+		readable = readable || latest(p)
+	}
+	if readable {
+		return int32(s.opts.Prefetch)
+	}
+	return -1
 }
 
 // Close closes the connection to the event hub. It does not close the
