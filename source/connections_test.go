@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
@@ -219,4 +220,42 @@ func readAll(t *testing.T, ctx context.Context, src *source.Source, total int) *
 		t.Fatalf("Run: %v", err)
 	}
 	return rec
+}
+
+// TestBacklogEndIsNotWaitedFor: the last, partial batch of a backlog comes
+// as soon as the partition has sent it, not after batch.max_wait, once
+// the partition's properties were read (the connector's lag poller reads
+// them within a second of a claim). The SDK returns a receive at its count
+// or its deadline; max_wait is a minute here, and each partition's
+// backlog (2,500) is not a multiple of the batch (1,000).
+func TestBacklogEndIsNotWaitedFor(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	const total = 4 * 2500
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: total, Keys: 50, Seed: 6}); err != nil || n != total {
+		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
+	}
+	for _, conns := range []int{1, 2} {
+		t.Run(fmt.Sprint(conns), func(t *testing.T) {
+			src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Settings: source.Settings{
+				Connections: conns, Batch: source.Batch{MaxEvents: 1000, MaxWait: time.Minute},
+				LoadBalancing: source.LoadBalancing{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 2 * time.Minute}}})
+			for id := range 4 {
+				if _, err := src.PartitionProperties(ctx, fmt.Sprint(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A bound far below max_wait: the wait this test catches.
+			bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			rec := newRecorder(total)
+			r := run(t, bctx, src, rec.handle)
+			waitFor(t, bctx, rec.reached, r, "every event before max_wait", func() string { return fmt.Sprintf("%d received", rec.count()) })
+			if err := r.stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			checkOncePerKeyInOrder(t, rec.events, total)
+		})
+	}
 }

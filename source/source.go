@@ -44,6 +44,9 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
+	lastMu sync.Mutex       // guards last
+	last   map[string]int64 // the last enqueued sequence number each partition-properties call read, by partition
+
 	mu         sync.Mutex                         // guards the 12 following fields
 	startAttrs map[string][]any                   // where each claimed partition starts, for its "partition claimed" line
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
@@ -258,7 +261,30 @@ func (s *Source) EventHub() string { return s.hub }
 // PartitionProperties reads a partition's properties (lag, tools) on the
 // source's properties connection, which a failed call replaces.
 func (s *Source) PartitionProperties(ctx context.Context, id string) (azeventhubs.PartitionProperties, error) {
-	return s.props.PartitionProperties(ctx, id)
+	props, err := s.props.PartitionProperties(ctx, id)
+	if err == nil && !props.IsEmpty {
+		s.lastMu.Lock()
+		if s.last == nil {
+			s.last = map[string]int64{}
+		}
+		s.last[id] = max(s.last[id], props.LastEnqueuedSequenceNumber)
+		s.lastMu.Unlock()
+	}
+	return props, err
+}
+
+// heldAfter returns how many events partition id held after sequence
+// number seq when its properties were last read: 0 when they were never
+// read, or when they showed nothing after seq (new events may have come
+// since).
+func (s *Source) heldAfter(id string, seq int64) int64 {
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
+	last, ok := s.last[id]
+	if !ok {
+		return 0
+	}
+	return max(last-seq, 0)
 }
 
 // Run claims partitions through the SDK processor and calls handle in its
