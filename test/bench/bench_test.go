@@ -8,6 +8,7 @@ import (
 	"debug/buildinfo"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -459,19 +460,27 @@ func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map
 		cpuProf = make(chan []byte, 1)
 		secs := envInt(b, "PPROF_SECONDS", 20)
 		go func() {
-			for done, _ := watermarksAt(client, addr, nil); !done && time.Now().Before(deadline); done, _ = watermarksAt(client, addr, nil) { // wait for the API
+			for _, up := watermarks(client, addr); !up && time.Now().Before(deadline); _, up = watermarks(client, addr) { // wait for the API
 				time.Sleep(pollInterval)
 			}
 			cpuProf <- fetch(&http.Client{}, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
 		}()
 	}
-	var first time.Duration // to the first commit: ehsink's start
+	// When the first commit showed (ehsink's start), and when each
+	// partition's last event did: a spread says how unevenly they ran.
+	var first time.Duration
+	ends := map[string]time.Duration{}
 	for {
-		done, any := watermarksAt(client, addr, last)
-		if any && first == 0 {
-			first = time.Since(c.start)
+		wms, _ := watermarks(client, addr)
+		for p, seq := range wms {
+			if seq > 0 && first == 0 { // a partition's gauge shows 0 from its claim on
+				first = time.Since(c.start)
+			}
+			if _, ok := ends[p]; !ok && seq == last[p] {
+				ends[p] = time.Since(c.start)
+			}
 		}
-		if done {
+		if len(ends) == len(last) {
 			break
 		}
 		select {
@@ -487,7 +496,11 @@ func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map
 	u := procUsage(b, c.pid())
 	r.cpu, r.peakRSS = u.cpu, u.peakRSS
 	r.serverCPU = serverCPU(b, postmaster) - cpu0
-	b.Logf("%s: first commit seen after %v, the last after %v", name, first.Round(time.Millisecond), r.elapsed.Round(time.Millisecond))
+	var at []string
+	for _, p := range slices.Sorted(maps.Keys(ends)) {
+		at = append(at, fmt.Sprintf("%s %v", p, ends[p].Round(time.Millisecond)))
+	}
+	b.Logf("%s: first commit seen after %v; each partition's last event after (partition time) %s", name, first.Round(time.Millisecond), strings.Join(at, ", "))
 	if profDir != "" {
 		writeProfile(b, filepath.Join(profDir, name+".heap"), fetch(client, "http://"+addr+"/debug/pprof/heap"))
 		// the CPU profile ends when ehsink stops serving
@@ -499,16 +512,15 @@ func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map
 	return r
 }
 
-// watermarksAt reports whether ehsink's /metrics show every partition's
-// sink watermark at its last sequence number, and whether one shows a
-// commit.
-func watermarksAt(client *http.Client, addr string, last map[string]int64) (done, any bool) {
+// watermarks returns the sink watermark of each partition on ehsink's
+// /metrics, and whether it answered.
+func watermarks(client *http.Client, addr string) (map[string]int64, bool) {
 	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return false, false // not listening yet
+		return nil, false // not listening yet
 	}
 	defer resp.Body.Close()
-	at := 0
+	wms := map[string]int64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line, ok := strings.CutPrefix(sc.Text(), "ehsink_sink_watermark_sequence_number{")
@@ -518,13 +530,11 @@ func watermarksAt(client *http.Client, addr string, last map[string]int64) (done
 		labels, value, _ := strings.Cut(line, "} ")
 		_, p, _ := strings.Cut(labels, `partition="`)
 		p, _, _ = strings.Cut(p, `"`)
-		v, err := strconv.ParseFloat(value, 64)
-		any = any || (err == nil && v > 0) // a partition's gauge shows 0 from its claim on
-		if want, ok := last[p]; ok && err == nil && int64(v) == want {
-			at++
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			wms[p] = int64(v)
 		}
 	}
-	return at == len(last), any
+	return wms, true
 }
 
 // profileName names a run's profiles after its sink: type and mode.
