@@ -41,16 +41,20 @@ image: ## build the container image IMAGE (needs docker or podman; the build sta
 	$(or $(shell command -v docker 2>/dev/null),$(shell command -v podman 2>/dev/null),$(error make image: neither docker nor podman found)) \
 	  build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
-# On a terminal, ehsink runs as a job of its own (bash job control: its own
-# process group, made the terminal's foreground group by fg), so Ctrl-C
-# reaches ehsink alone: it drains and exits 0, and so does make. Without
-# job control the terminal's SIGINT also reaches make, which then exits 130
-# whatever ehsink returns. Without a terminal (CI, a pipe), ehsink runs
-# plainly and a signal sent to it directly stops it.
+# A terminal's Ctrl-C signals its whole foreground process group, and make
+# itself exits 130 on a SIGINT whatever its recipe returns. So when make has
+# a controlling terminal, ehsink runs as a job of its own (bash job control:
+# its own process group, made the terminal's foreground group by fg) and
+# Ctrl-C reaches ehsink alone: it drains and exits 0, and so does make. Job
+# control reaches the terminal through the shell's own stderr, so that is
+# /dev/tty, and ehsink gets the stderr make was given (fd 3): with
+# `make run 2>&1 | tee run.log` Ctrl-C works the same. Without a controlling
+# terminal (CI), ehsink runs plainly and a signal sent to it stops it.
 run: build ## run the connectors in connectors.yaml (the shipped one needs nothing but Go); Ctrl-C stops it with status 0
-	@echo './$(BIN) run -c $(CONFIG)'
-	@if [ -t 0 ]; then bash -c 'set -m; "$$@" & fg %1 >/dev/null' run ./$(BIN) run -c $(CONFIG); \
-	else ./$(BIN) run -c $(CONFIG); fi
+	@echo '$(BIN) run -c $(CONFIG)'
+	@if { : </dev/tty; } 2>/dev/null; then \
+	  bash -c 'set -m; "$$@" 2>&3 3>&- & fg %1 >/dev/null' run $(BIN) run -c $(CONFIG) 3>&2 2>/dev/tty; \
+	else $(BIN) run -c $(CONFIG); fi
 
 test: tools lint build-static config-test unit fuzz chaos-ci ## everything CI runs: services, gofmt + vet, the static (container) build, unit and integration tests (-race), short fuzzing, the short chaos matrix
 

@@ -1,11 +1,16 @@
 package source_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
@@ -115,5 +120,142 @@ func TestConnectionsValidated(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "connections:") {
 			t.Errorf("Connections %d: %v, want an error naming connections", n, err)
 		}
+	}
+}
+
+// TestClaimLinksPrefetchNothing: with reader connections, the processor's
+// links of the claims, which are never read, are sent no events. The
+// same backlog is read over 2 connections through a proxy that counts
+// what the emulator sends, once as the source does it and once with the
+// claim links given the configured prefetch (as before): that one is sent
+// up to a prefetch of events per partition more, which the emulator
+// encodes and the processor's connection decodes for nothing.
+func TestClaimLinksPrefetchNothing(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	const total = 4 * 3000 // more than a prefetch (2000) per partition
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: total, Keys: 50, Seed: 5}); err != nil || n != total {
+		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
+	}
+	props, err := azeventhubs.ParseConnectionString(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(with func(source.Options) source.Options) int64 {
+		proxy := startCountingProxy(t, props.FullyQualifiedNamespace)
+		opts := with(source.Options{Connection: secretOf(conn), Store: fileStore(t), Settings: source.Settings{
+			Connections: 2, Prefetch: 2000, CustomEndpoint: proxy.addr, LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}})
+		src := newSource(t, ctx, opts)
+		readAll(t, ctx, src, total)
+		if err := src.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return proxy.received.Load()
+	}
+	now := read(func(o source.Options) source.Options { return o })
+	before := read(source.WithClaimPrefetch)
+	t.Logf("bytes the emulator sent: %d; with prefetching claim links %d", now, before)
+	// Without the waste, the claim links' events are at most a few per
+	// partition; with it, up to 8,000 of the 12,000 events again.
+	if float64(now) > 0.85*float64(before) {
+		t.Errorf("the emulator sent %d bytes to read %d events, %d with prefetching claim links: want at most 0.85 of it", now, total, before)
+	}
+}
+
+// countingProxy forwards TCP connections to a target and counts the
+// bytes the target sends back.
+type countingProxy struct {
+	addr     string
+	received atomic.Int64
+}
+
+func startCountingProxy(t *testing.T, target string) *countingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			wg.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
+			wg.Go(func() { _, _ = io.Copy(countingWriter{c, &p.received}, s); _ = c.Close() })
+		}
+	})
+	return p
+}
+
+// countingWriter counts what it writes, as it writes it.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// readAll runs src until a recorder has total events, stops it and
+// returns the recorder.
+func readAll(t *testing.T, ctx context.Context, src *source.Source, total int) *recorder {
+	t.Helper()
+	rec := newRecorder(total)
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.reached, r, "every event", func() string { return fmt.Sprintf("%d received", rec.count()) })
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return rec
+}
+
+// TestBacklogEndIsNotWaitedFor: the last, partial batch of a backlog comes
+// as soon as the partition has sent it, not after batch.max_wait, once
+// the partition's properties were read (the connector's lag poller reads
+// them within a second of a claim). The SDK returns a receive at its count
+// or its deadline; max_wait is a minute here, and each partition's
+// backlog (2,500) is not a multiple of the batch (1,000).
+func TestBacklogEndIsNotWaitedFor(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	const total = 4 * 2500
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: total, Keys: 50, Seed: 6}); err != nil || n != total {
+		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
+	}
+	for _, conns := range []int{1, 2} {
+		t.Run(fmt.Sprint(conns), func(t *testing.T) {
+			src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Settings: source.Settings{
+				Connections: conns, Batch: source.Batch{MaxEvents: 1000, MaxWait: time.Minute},
+				LoadBalancing: source.LoadBalancing{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 2 * time.Minute}}})
+			for id := range 4 {
+				if _, err := src.PartitionProperties(ctx, fmt.Sprint(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A bound far below max_wait: the wait this test catches.
+			bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			rec := newRecorder(total)
+			r := run(t, bctx, src, rec.handle)
+			waitFor(t, bctx, rec.reached, r, "every event before max_wait", func() string { return fmt.Sprintf("%d received", rec.count()) })
+			if err := r.stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			checkOncePerKeyInOrder(t, rec.events, total)
+		})
 	}
 }

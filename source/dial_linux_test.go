@@ -82,12 +82,7 @@ func TestEventHubsConnectionsUseNetdial(t *testing.T) {
 		mu.Unlock()
 	})
 	src := newSource(t, ctx, opts)
-	rec := newRecorder(total)
-	r := run(t, ctx, src, rec.handle)
-	waitFor(t, ctx, rec.reached, r, "every event", func() string { return fmt.Sprintf("%d received", rec.count()) })
-	if err := r.stop(); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rec := readAll(t, ctx, src, total)
 	checkOncePerKeyInOrder(t, rec.events, total)
 	if load := source.ReaderLoad(src); len(load) != 2 {
 		t.Errorf("reader connections %v, want 2", load)

@@ -21,6 +21,14 @@ func WithoutClientRetries(o Options) Options {
 	return o
 }
 
+// WithClaimPrefetch returns o with the processor's claim links given the
+// configured prefetch even when reader connections receive the
+// partitions, as before Source.claimPrefetch.
+func WithClaimPrefetch(o Options) Options {
+	o.claimPrefetch = true
+	return o
+}
+
 // ReaderLoad returns how many partitions receive on each reader connection
 // (nil when the source reads on the processor's connection only).
 func ReaderLoad(s *Source) []int {

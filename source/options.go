@@ -75,6 +75,10 @@ type Options struct {
 	// (tests: an injected failure reaches the source at once instead of
 	// after the SDK's retries, seconds apart).
 	clientRetry azeventhubs.RetryOptions
+	// claimPrefetch gives the processor's claim links the configured
+	// prefetch even with reader connections (tests: the cost
+	// Source.claimPrefetch avoids).
+	claimPrefetch bool
 	// dialed, if set, sees every AMQP connection the source's clients dial
 	// (tests: the socket carries internal/netdial's settings).
 	dialed func(net.Conn)

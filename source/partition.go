@@ -26,11 +26,15 @@ type Partition struct {
 	// attaching is set while a reader's link has delivered nothing yet
 	// (connections.go); only Receive's goroutine uses it
 	attaching bool
-	lost      atomic.Bool
-	beat      atomic.Int64 // unix nanoseconds of the last Receive or Heartbeat
-	cancel    context.CancelCauseFunc
-	stored    int64 // StoredCheckpoint's answer
-	known     bool
+	// received is the sequence number of the last event received, when
+	// one was (seen); only Receive's goroutine uses them
+	received int64
+	seen     bool
+	lost     atomic.Bool
+	beat     atomic.Int64 // unix nanoseconds of the last Receive or Heartbeat
+	cancel   context.CancelCauseFunc
+	stored   int64 // StoredCheckpoint's answer
+	known    bool
 }
 
 func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient, cancel context.CancelCauseFunc) *Partition {
@@ -74,6 +78,16 @@ func (p *Partition) LeaseExpiry() (at time.Time, ok bool) {
 	return sent.Add(p.s.opts.LoadBalancing.OwnershipExpiration), ok
 }
 
+// heldAfterReceived returns how many events the partition held after the
+// last one received, by its last properties read (Source.heldAfter): 0
+// when not known.
+func (p *Partition) heldAfterReceived() int64 {
+	if !p.seen {
+		return 0
+	}
+	return p.s.heldAfter(p.id, p.received)
+}
+
 // beatWhile heartbeats until the returned function is called.
 func (p *Partition) beatWhile() (stop func()) {
 	done := make(chan struct{})
@@ -107,9 +121,16 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 	p.Heartbeat()
 	defer p.Heartbeat()
 	wait, count := p.s.opts.Batch.MaxWait, p.s.opts.Batch.MaxEvents
-	if p.attaching {
+	switch held := p.heldAfterReceived(); {
+	case p.attaching:
 		wait, count = max(wait, readerAttachWait), 1
 		defer p.beatWhile()()
+	case held > 0 && held < int64(count):
+		// The SDK returns at count events or at the deadline: asking for
+		// a full batch where the partition holds less (the end of a
+		// backlog) would commit its last events MaxWait late. What came
+		// after the properties were read comes with the next call.
+		count = int(held)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -133,6 +154,9 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 			return nil, nil // MaxWait passed without events
 		}
 		return nil, fmt.Errorf("event hub %q partition %s: receive: %w", p.s.hub, p.id, err)
+	}
+	if len(got) > 0 {
+		p.received, p.seen = got[len(got)-1].SequenceNumber, true
 	}
 	events := make([]sinks.Event, len(got))
 	for i, e := range got {

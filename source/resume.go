@@ -410,7 +410,7 @@ func (r *resumeStore) resumeAfter(ctx context.Context, id string, cp *azeventhub
 	pos := &sinks.Position{SequenceNumber: *rp.SequenceNumber, Offset: deref(rp.Offset)}
 	from := rp.Source.String()
 	props, err := retryStore(ctx, s, "read partition properties", func() (azeventhubs.PartitionProperties, error) {
-		return s.props.PartitionProperties(ctx, id)
+		return s.PartitionProperties(ctx, id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("event hub %q partition %s: checking the resume position: %w", s.hub, id, err)

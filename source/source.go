@@ -44,6 +44,9 @@ type Source struct {
 	started atomic.Bool
 	closed  atomic.Bool
 
+	lastMu sync.Mutex       // guards last
+	last   map[string]int64 // the last enqueued sequence number each partition-properties call read, by partition
+
 	mu         sync.Mutex                         // guards the 12 following fields
 	startAttrs map[string][]any                   // where each claimed partition starts, for its "partition claimed" line
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
@@ -258,7 +261,30 @@ func (s *Source) EventHub() string { return s.hub }
 // PartitionProperties reads a partition's properties (lag, tools) on the
 // source's properties connection, which a failed call replaces.
 func (s *Source) PartitionProperties(ctx context.Context, id string) (azeventhubs.PartitionProperties, error) {
-	return s.props.PartitionProperties(ctx, id)
+	props, err := s.props.PartitionProperties(ctx, id)
+	if err == nil && !props.IsEmpty {
+		s.lastMu.Lock()
+		if s.last == nil {
+			s.last = map[string]int64{}
+		}
+		s.last[id] = max(s.last[id], props.LastEnqueuedSequenceNumber)
+		s.lastMu.Unlock()
+	}
+	return props, err
+}
+
+// heldAfter returns how many events partition id held after sequence
+// number seq when its properties were last read: 0 when they were never
+// read, or when they showed nothing after seq (new events may have come
+// since).
+func (s *Source) heldAfter(id string, seq int64) int64 {
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
+	last, ok := s.last[id]
+	if !ok {
+		return 0
+	}
+	return max(last-seq, 0)
 }
 
 // Run claims partitions through the SDK processor and calls handle in its
@@ -494,14 +520,39 @@ func (s *Source) processorOptions() *azeventhubs.ProcessorOptions {
 	for id, v := range s.opts.StartPartitions {
 		per[id], _ = parseStart(v)
 	}
-	prefetch := int32(s.opts.Prefetch)
 	return &azeventhubs.ProcessorOptions{
 		LoadBalancingStrategy:       azeventhubs.ProcessorStrategy(strings.ToLower(s.opts.LoadBalancing.Strategy)),
 		UpdateInterval:              s.opts.LoadBalancing.UpdateInterval,
 		PartitionExpirationDuration: s.opts.LoadBalancing.OwnershipExpiration,
 		StartPositions:              azeventhubs.StartPositions{Default: def, PerPartition: per},
-		Prefetch:                    prefetch,
+		Prefetch:                    s.claimPrefetch(def, per),
 	}
+}
+
+// claimPrefetch is the prefetch of the processor's partition links. With
+// reader connections those links only stake the claim and are never read
+// (connections.go), yet a link that prefetches is sent its prefetch of
+// events as soon as it attaches, until the reader's link takes the
+// partition over: with four partitions, 8,000 events the emulator or the
+// service encodes and the processor's connection decodes for nothing, on
+// the connection that also carries the claims' CBS negotiations, which
+// queue behind those frames. The partitions claimed last then started
+// reading hundreds of milliseconds after the first. So the claim links
+// get no credit (a negative prefetch: the SDK issues credit per receive),
+// unless one of them may be read: a partition that starts at "latest"
+// stays on its processor link, as does one whose reader fails to open,
+// which then receives at most maxPrefetch per call, so a larger
+// batch.max_events keeps the configured prefetch.
+func (s *Source) claimPrefetch(def azeventhubs.StartPosition, per map[string]azeventhubs.StartPosition) int32 {
+	latest := func(p azeventhubs.StartPosition) bool { return p.Latest != nil && *p.Latest }
+	readable := s.readers == nil || latest(def) || s.opts.Batch.MaxEvents > maxPrefetch || s.opts.claimPrefetch
+	for _, p := range per {
+		readable = readable || latest(p)
+	}
+	if readable {
+		return int32(s.opts.Prefetch)
+	}
+	return -1
 }
 
 // Close closes the connection to the event hub. It does not close the

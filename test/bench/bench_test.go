@@ -5,8 +5,10 @@ package e2e
 import (
 	"bufio"
 	"cmp"
+	"debug/buildinfo"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -73,11 +75,26 @@ func BenchmarkE2E(b *testing.B) {
 	}
 	sourceYAML := os.Getenv("SOURCE")
 	checkpoint := os.Getenv("CHECKPOINT")
+	// EHSINK_BENCH_BASE_BIN=PATH[,PATH...] adds each ehsink run made with
+	// other binaries (earlier commits', each built in its own worktree)
+	// against the same baselines: a before/after of a change in one run,
+	// each binary's rows named after its commit. REPEAT=N
+	// measures each ehsink run N times, the binaries taking turns, with a
+	// raw drain before every turn after the first (counted into the
+	// source ceiling), so that a drift of a shared machine's load falls
+	// on each row alike; each row is the median of its runs.
+	repeat := envInt(b, "REPEAT", 1)
 	if b.N != 1 {
 		b.Fatalf("b.N = %d: run with -benchtime 1x (one measurement is minutes long)", b.N)
 	}
 	load := loadAverage()
 	bin := buildEhsink(b)
+	bins := []binary{{"ehsink", bin}}
+	if v := os.Getenv("EHSINK_BENCH_BASE_BIN"); v != "" {
+		for _, base := range strings.Split(v, ",") {
+			bins = append(bins, binary{"ehsink at " + revision(base), base})
+		}
+	}
 	pg := testenv.Postgres(b)
 	pm := postmasterPID(b, pg.DSN())
 	emu, conns := startEmulator(b, bin, "orders", "demo")
@@ -121,36 +138,58 @@ func BenchmarkE2E(b *testing.B) {
 			raws = append(raws, emulated(func() result { return rawDrain(b, conns[0], counts, events, n) }))
 			b.Logf("raw drain, %d connections: %.0f events/s", n, raws[len(raws)-1].rate())
 		}
-		sorted := slices.SortedFunc(slices.Values(raws), func(x, y result) int { return cmp.Compare(x.elapsed, y.elapsed) })
-		return sorted[len(sorted)/2], raws
+		return median(raws), raws
 	}
-	drain, raws := medianDrain(defConns)
+	_, raws := medianDrain(defConns)
 	var single result
 	var singles []result
 	if defConns > 1 {
 		single, singles = medianDrain(1)
 	}
 
-	toPostgresWith := func(mode, extra string) result {
+	toPostgresWith := func(bin binary, tag, mode, extra string) result {
 		dsn := pg.NewDatabase(b)
 		sink := fmt.Sprintf("type: postgres\n      dsn: %q\n      table: orders\n      mode: %s\n      create_table: true\n", dsn, mode)
 		if mode == "upsert" {
 			sink += "      key: [order_id]\n"
 		}
 		r := emulated(func() result {
-			return runEhsink(b, bin, conns[0], extra, checkpoint, last, sink+"      columns:"+columnsYAML, pm, events)
+			return runEhsink(b, bin.path, tag, conns[0], extra, checkpoint, last, sink+"      columns:"+columnsYAML, pm, events)
 		})
 		if n := countRows(b, dsn, "orders"); n != events {
-			b.Fatalf("%s: the table holds %d rows, want %d", mode, n, events)
+			b.Fatalf("%s (%s): the table holds %d rows, want %d", mode, bin.name, n, events)
 		}
-		b.Logf("ehsink → %s (%s): %.0f events/s", mode, extra, r.rate())
+		b.Logf("%s → %s (%s): %.0f events/s", bin.name, mode, extra, r.rate())
 		return r
 	}
-	toPostgres := func(mode string) result { return toPostgresWith(mode, sourceYAML) }
+	// turns measures run repeat times with each binary, the binaries
+	// taking turns, a raw drain before each turn after the first.
+	turns := func(run func(bin binary, tag string) result) []series {
+		out := make([]series, len(bins))
+		for t := range repeat {
+			if t > 0 {
+				raws = append(raws, emulated(func() result { return rawDrain(b, conns[0], counts, events, defConns) }))
+				b.Logf("raw drain, %d connections: %.0f events/s", defConns, raws[len(raws)-1].rate())
+			}
+			for i, bin := range bins {
+				tag := ""
+				if len(bins) > 1 || repeat > 1 {
+					tag = fmt.Sprintf("-%s-%d", strings.ReplaceAll(bin.name, " ", "-"), t+1)
+				}
+				out[i].name = bin.name
+				out[i].runs = append(out[i].runs, run(bin, tag))
+			}
+		}
+		return out
+	}
+	toPostgres := func(mode string) []series {
+		return turns(func(bin binary, tag string) result { return toPostgresWith(bin, tag, mode, sourceYAML) })
+	}
 	// The raw pipelines are the same-machine ceiling of ehsink into
 	// PostgreSQL: the drain, encoding/json and the write in one process,
 	// sharing the cores with the emulator and the server as ehsink does.
-	var copyRes, mergeRes, appendRes, upsertRes, parquetRes, pipeAppend, pipeUpsert result
+	var copyRes, mergeRes, pipeAppend, pipeUpsert result
+	var appendRes, upsertRes, parquetRes []series
 	if runs["append"] {
 		cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
 		copyRes = result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
@@ -186,17 +225,23 @@ func BenchmarkE2E(b *testing.B) {
 			if sourceYAML != "" {
 				extra = sourceYAML + ", " + extra
 			}
-			sc.sink = toPostgresWith("append", extra)
+			sc.sink = toPostgresWith(bins[0], fmt.Sprintf("-connections-%d", n), "append", extra)
 			scale = append(scale, sc)
 		}
 	}
 	if runs["parquet"] {
-		pq := fmt.Sprintf("type: parquet\n      dir: %q\n      max_rows: %d\n      columns:%s", filepath.Join(b.TempDir(), "parquet"), per, columnsYAML)
-		parquetRes = emulated(func() result { return runEhsink(b, bin, conns[0], sourceYAML, checkpoint, last, pq, 0, events) })
-		b.Logf("ehsink → parquet: %.0f events/s", parquetRes.rate())
+		parquetRes = turns(func(bin binary, tag string) result {
+			pq := fmt.Sprintf("type: parquet\n      dir: %q\n      max_rows: %d\n      columns:%s", filepath.Join(b.TempDir(), "parquet"), per, columnsYAML)
+			r := emulated(func() result {
+				return runEhsink(b, bin.path, tag, conns[0], sourceYAML, checkpoint, last, pq, 0, events)
+			})
+			b.Logf("%s → parquet: %.0f events/s", bin.name, r.rate())
+			return r
+		})
 	}
 
 	// The table.
+	drain := median(raws)
 	src := drain.rate()
 	cpuPer := func(r result) float64 { return float64(r.cpu.Microseconds()) / float64(r.events) }
 	srvPer := func(r result) string {
@@ -256,9 +301,18 @@ func BenchmarkE2E(b *testing.B) {
 		fmt.Fprintf(out, "| %s | %.0f | %.2f × %s | %s | %.1f | %.2f | %s | %s | %s |\n",
 			name, r.rate(), r.rate()/c, ceiling, byPipe, cpuPer(r), cpuPer(r)/cpuPer(drain), srvPer(r), emuPer(r), mib(r.peakRSS))
 	}
-	row("ehsink run → PostgreSQL append", appendRes, copyRes.rate(), "COPY", pipeAppend)
-	row("ehsink run → PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge", pipeUpsert)
-	row(fmt.Sprintf("ehsink run → Parquet (max_rows %d)", per), parquetRes, src, "source", result{})
+	rows := func(to string, ss []series, sink float64, ceiling string, pipe result) {
+		for _, s := range ss {
+			name := s.name + " run → " + to
+			if len(s.runs) > 1 {
+				name += " (median of " + rates(s.runs) + ")"
+			}
+			row(name, median(s.runs), sink, ceiling, pipe)
+		}
+	}
+	rows("PostgreSQL append", appendRes, copyRes.rate(), "COPY", pipeAppend)
+	rows("PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge", pipeUpsert)
+	rows(fmt.Sprintf("Parquet (max_rows %d)", per), parquetRes, src, "source", result{})
 	for _, sc := range scale {
 		fmt.Fprintf(out, "| raw SDK drain over %d connections | %.0f | %.2f | – | %.1f | %.2f | – | %s | %s |\n",
 			sc.n, sc.drain.rate(), sc.drain.rate()/src, cpuPer(sc.drain), cpuPer(sc.drain)/cpuPer(drain), emuPer(sc.drain), mib(sc.drain.peakRSS))
@@ -270,6 +324,36 @@ func BenchmarkE2E(b *testing.B) {
 	}
 	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | – | %.1f | – | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
 	fmt.Print(out.String())
+}
+
+// binary is an ehsink binary the benchmark runs, named in its rows.
+type binary struct{ name, path string }
+
+// series is one ehsink run measured with one binary, once per turn.
+type series struct {
+	name string
+	runs []result
+}
+
+// median returns the run of median elapsed time.
+func median(rs []result) result {
+	sorted := slices.SortedFunc(slices.Values(rs), func(x, y result) int { return cmp.Compare(x.elapsed, y.elapsed) })
+	return sorted[len(sorted)/2]
+}
+
+// revision names a binary by the commit it was built from (its VCS
+// stamp), or by its file name (less an "ehsink-" prefix) when it carries
+// none or is not a Go binary (a script that execs one with settings of
+// its own, GOGC say).
+func revision(path string) string {
+	if info, err := buildinfo.ReadFile(path); err == nil {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
+				return s.Value[:7]
+			}
+		}
+	}
+	return strings.TrimPrefix(filepath.Base(path), "ehsink-")
 }
 
 // rawDrain runs one drain child over conns connections and measures it to
@@ -331,8 +415,8 @@ func runSend(b *testing.B, bin, conn string, events int) result {
 // runEhsink runs `ehsink run` with one connector from earliest into sink
 // (the YAML of its sink block) and measures it from its start to the
 // moment its metrics show every partition's sink watermark at the last
-// event; then it stops it with SIGINT and expects exit status 0.
-func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[string]int64, sink string, postmaster, events int) result {
+// event (tag is added to its profiles' names); then it stops it with SIGINT and expects exit status 0.
+func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map[string]int64, sink string, postmaster, events int) result {
 	b.Helper()
 	dir := b.TempDir()
 	extraSource, extraCheckpoint := "", ""
@@ -366,22 +450,38 @@ func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[stri
 	addr := freeAddr(b)
 	cpu0 := serverCPU(b, postmaster)
 	c := startChild(b, nil, bin, "run", "-c", path, "--metrics", addr, "--log-level", "warn")
-	client := &http.Client{Timeout: 10 * time.Second}
+	// The poll asks for /metrics uncompressed: a gzip writer per scrape,
+	// 50 a second, cost ehsink 2-3 % of its CPU (flate.NewWriter was a
+	// fortieth of its allocations), which the drain does not pay.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}
 	deadline := time.Now().Add(30 * time.Minute) // a stall bound, not a measurement
-	name := profileName(sink)
+	name := profileName(sink) + tag
 	var cpuProf chan []byte
 	if profDir != "" {
 		cpuProf = make(chan []byte, 1)
 		secs := envInt(b, "PPROF_SECONDS", 20)
 		go func() {
-			for !watermarksAt(client, addr, nil) && time.Now().Before(deadline) { // wait for the API
+			for _, up := watermarks(client, addr); !up && time.Now().Before(deadline); _, up = watermarks(client, addr) { // wait for the API
 				time.Sleep(pollInterval)
 			}
 			cpuProf <- fetch(&http.Client{}, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
 		}()
 	}
+	// When the first commit showed (ehsink's start), and when each
+	// partition's last event did: a spread says how unevenly they ran.
+	var first time.Duration
+	ends := map[string]time.Duration{}
 	for {
-		if done := watermarksAt(client, addr, last); done {
+		wms, _ := watermarks(client, addr)
+		for p, seq := range wms {
+			if seq > 0 && first == 0 { // a partition's gauge shows 0 from its claim on
+				first = time.Since(c.start)
+			}
+			if _, ok := ends[p]; !ok && seq == last[p] {
+				ends[p] = time.Since(c.start)
+			}
+		}
+		if len(ends) == len(last) {
 			break
 		}
 		select {
@@ -397,6 +497,11 @@ func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[stri
 	u := procUsage(b, c.pid())
 	r.cpu, r.peakRSS = u.cpu, u.peakRSS
 	r.serverCPU = serverCPU(b, postmaster) - cpu0
+	var at []string
+	for _, p := range slices.Sorted(maps.Keys(ends)) {
+		at = append(at, fmt.Sprintf("%s %v", p, ends[p].Round(time.Millisecond)))
+	}
+	b.Logf("%s: first commit seen after %v; each partition's last event after (partition time) %s", name, first.Round(time.Millisecond), strings.Join(at, ", "))
 	if profDir != "" {
 		writeProfile(b, filepath.Join(profDir, name+".heap"), fetch(client, "http://"+addr+"/debug/pprof/heap"))
 		// the CPU profile ends when ehsink stops serving
@@ -408,15 +513,15 @@ func runEhsink(b *testing.B, bin, conn, source, checkpoint string, last map[stri
 	return r
 }
 
-// watermarksAt reports whether ehsink's /metrics show every partition's
-// sink watermark at its last sequence number.
-func watermarksAt(client *http.Client, addr string, last map[string]int64) bool {
+// watermarks returns the sink watermark of each partition on ehsink's
+// /metrics, and whether it answered.
+func watermarks(client *http.Client, addr string) (map[string]int64, bool) {
 	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return false // not listening yet
+		return nil, false // not listening yet
 	}
 	defer resp.Body.Close()
-	at := 0
+	wms := map[string]int64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line, ok := strings.CutPrefix(sc.Text(), "ehsink_sink_watermark_sequence_number{")
@@ -426,12 +531,11 @@ func watermarksAt(client *http.Client, addr string, last map[string]int64) bool 
 		labels, value, _ := strings.Cut(line, "} ")
 		_, p, _ := strings.Cut(labels, `partition="`)
 		p, _, _ = strings.Cut(p, `"`)
-		v, err := strconv.ParseFloat(value, 64)
-		if want, ok := last[p]; ok && err == nil && int64(v) == want {
-			at++
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			wms[p] = int64(v)
 		}
 	}
-	return at == len(last)
+	return wms, true
 }
 
 // profileName names a run's profiles after its sink: type and mode.

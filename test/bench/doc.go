@@ -37,6 +37,12 @@
 // SCALE=1,2,4 adds, for each number of connections, a raw drain and
 // ehsink into PostgreSQL append with source.connections set; PPROF=DIR
 // writes a CPU and a heap profile of each ehsink run.
+// EHSINK_BENCH_BASE_BIN=PATH[,PATH...] adds each ehsink run made with other
+// binaries (an earlier commit's, built in its own worktree), named in
+// their rows after their commit, against the same baselines; REPEAT=N
+// measures every ehsink run N times, the binaries taking turns, with a raw
+// drain before each turn after the first (counted into the source
+// ceiling), and shows the median of each.
 //
 // It prints a table of events/s, the ratio to min(source ceiling, sink
 // ceiling) and to the raw pipeline, CPU µs per event against the raw
