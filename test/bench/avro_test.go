@@ -97,7 +97,7 @@ func BenchmarkE2EAvro(b *testing.B) {
 	for _, h := range hubs {
 		dsn := pg.NewDatabase(b)
 		sink := fmt.Sprintf("type: postgres\n      dsn: %q\n      table: orders\n      mode: append\n      create_table: true\n      columns:%s", dsn, columnsYAML)
-		h.run = runEhsink(b, bin, h.conn, h.source, "", h.last, sink, pm, events)
+		h.run = runEhsink(b, bin, "-"+strings.ToLower(h.name), h.conn, h.source, "", h.last, sink, pm, events)
 		if n := countRows(b, dsn, "orders"); n != events {
 			b.Fatalf("%s: the table holds %d rows, want %d", h.name, n, events)
 		}
