@@ -15,7 +15,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X $(BUILDINFO).
 CONFIG   ?= connectors.yaml
 FUZZTIME ?= 5s
 
-.PHONY: help build build-static config-test image run test unit fuzz lint tools services bench bench-e2e chaos chaos-short chaos-ci clean
+.PHONY: help build build-static config-test image run test unit fuzz lint tools services bench bench-e2e bench-e2e-avro chaos chaos-short chaos-ci clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -128,6 +128,9 @@ bench: ## run the benchmarks (emulator, sinks)
 # own: so the benchmark's default is given here, not as a global one.
 bench-e2e: ## ehsink end to end against raw drain, COPY and merge baselines (EVENTS=1000000; needs PostgreSQL 15)
 	EVENTS=$(or $(EVENTS),1000000) $(GO) test -run '^$$' -bench '^BenchmarkE2E$$' -benchtime 1x -timeout 60m ./test/bench/
+
+bench-e2e-avro: ## the Avro decode path end to end: JSON and Avro orders into PostgreSQL append, each against its hub's raw drain (EVENTS=1000000)
+	EVENTS=$(or $(EVENTS),1000000) $(GO) test -run '^$$' -bench '^BenchmarkE2EAvro$$' -benchtime 1x -timeout 60m ./test/bench/
 
 clean: ## remove build output and local state (.ehsink/)
 	rm -rf bin .ehsink

@@ -36,7 +36,7 @@ func New() Env { return Env{} }
 // declares (with its defaults filled in), every hub with the block's
 // consumer groups. It implements [connector.DevEnv].
 func (Env) StartEmulator(ctx context.Context, spec connector.EmulatorSpec, log *slog.Logger) (connector.Emulator, error) {
-	cfg := emulator.Config{Addr: spec.Listen, DataDir: spec.DataDir, Logger: log}
+	cfg := emulator.Config{Addr: spec.Listen, DataDir: spec.DataDir, SchemaRegistryAddr: spec.SchemaRegistry, Logger: log}
 	for _, name := range slices.Sorted(maps.Keys(spec.Hubs)) {
 		cfg.Hubs = append(cfg.Hubs, emulator.HubConfig{Name: name, Partitions: spec.Hubs[name], ConsumerGroups: spec.ConsumerGroups})
 	}

@@ -45,9 +45,10 @@ func (pr *partitionRun) take(ctx context.Context, events []sinks.Event) error {
 		return nil
 	}
 	f := pr.r.opts.Filter
-	if f == nil {
+	if f == nil && pr.r.opts.Decoder == nil {
 		return pr.write(ctx, events)
 	}
+	pr.decoded = pr.decoded[:0]
 	kept := pr.kept[:0]
 	defer func() { clear(kept); pr.kept = kept[:0] }() // do not keep the bodies alive
 	var (
@@ -58,6 +59,17 @@ func (pr *partitionRun) take(ctx context.Context, events []sinks.Event) error {
 	)
 	for i := range events {
 		ev := &events[i]
+		if pr.r.opts.Decoder != nil {
+			poison, err := pr.decode(ctx, ev)
+			if err != nil {
+				return err
+			}
+			if poison != nil {
+				failed = append(failed, sinks.RejectedEvent{Event: *ev, Err: poison})
+				tail, hasTail = ev.Position(), true
+				continue
+			}
+		}
 		ok, err := f.Keeps(ev, pr.r.opts.Format)
 		switch {
 		case err != nil:

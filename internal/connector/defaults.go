@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/ehsink/ehsink/internal/schemaregistry"
 )
 
 // The defaults written on the fields of spec.go, in one place.
@@ -73,6 +75,9 @@ func (c *Config) withDefaults() *Config {
 		}
 		out.Emulator = &e
 	}
+	if out.Emulator != nil && out.Emulator.SchemaRegistry == "" && slices.ContainsFunc(c.Connectors, readsEmulatorRegistry) {
+		out.Emulator.SchemaRegistry = defaultEmulatorListen
+	}
 	out.Connectors = slices.Clone(c.Connectors)
 	for i := range out.Connectors {
 		out.Connectors[i].withDefaults()
@@ -87,6 +92,11 @@ func (s *Spec) withDefaults() {
 		src.Credential = defaultCredential
 	}
 	src.Settings = src.Settings.WithDefaults()
+	if r := src.Registry; r != nil && r.CacheSize == 0 {
+		c := *r
+		c.CacheSize = schemaregistry.DefaultCacheSize
+		src.Registry = &c
+	}
 
 	cp := &s.Checkpoint
 	if cp.Blob != nil {

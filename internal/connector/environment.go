@@ -83,6 +83,9 @@ func startEnvironment(ctx context.Context, cfg *Config, dev DevEnv, log *slog.Lo
 	if len(names) > 0 {
 		started = append(started, "connection", emu.ConnectionString(names[0]))
 	}
+	if r, ok := emu.(registryEmulator); ok && r.SchemaRegistryAddr() != "" {
+		started = append(started, "schema_registry", "https://"+r.SchemaRegistryAddr())
+	}
 	log.Info("built-in Event Hubs emulator started", started...)
 
 	if spec.Demo != nil {

@@ -167,7 +167,13 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		return fail("errors.dead_letter", err)
 	}
 
-	runner, err := NewRunner(runnerOptions(cfg, spec, sink, sinkCfg, dead, met, cs, log))
+	decoder, err := newDecoder(spec, conn, env)
+	if err != nil {
+		return fail("source.registry", err)
+	}
+	ropts := runnerOptions(cfg, spec, sink, sinkCfg, dead, met, cs, log)
+	ropts.Decoder = decoder
+	runner, err := NewRunner(ropts)
 	if err != nil {
 		return fail("runner", err)
 	}
@@ -320,6 +326,7 @@ func startedAttrs(info sinks.Info, spec Spec, sinkCfg any, owner string) []any {
 	if d, ok := sinkCfg.(interface{ Destination() string }); ok {
 		started = append(started, "writes_to", d.Destination())
 	}
+	started = append(started, formatAttrs(spec.Source)...)
 	return append(started, "owner", owner)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/internal/backoff"
+	"github.com/ehsink/ehsink/internal/schemaregistry"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/source"
@@ -99,6 +100,11 @@ type RunnerOptions struct {
 	// [ChangeEvents]): with debezium, the filter lets tombstones through.
 	// If empty, json.
 	Format cdc.Format
+	// Decoder, if not nil, turns each event's Avro body into JSON before
+	// the filter and the sink see it (source.format avro); an event it
+	// cannot decode is dead-lettered. If nil, bodies are handed on as
+	// they are.
+	Decoder *schemaregistry.Decoder
 	// DeadLetters stores dead letters for writers that do not store them
 	// themselves. If nil, dead letters of such writers stop the partition
 	// with an error, as with Tolerance "none".
@@ -246,6 +252,7 @@ type partitionRun struct {
 	committedNext *sinks.Position // committed, waiting for the checkpoint policy
 	lastEnqueued  time.Time       // enqueued time of the last event handed to Write
 	kept          []sinks.Event   // scratch: the events of a batch the filter keeps
+	decoded       []byte          // scratch: the JSON of a batch's Avro bodies (avro.go)
 	// dropTail is the last event the filter dropped (or dead-lettered
 	// through the runner's store), when it comes after every event handed
 	// to the writer: the watermark moves to it once the writer holds

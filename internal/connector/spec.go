@@ -82,6 +82,12 @@ type EmulatorSpec struct {
 	ConsumerGroups []string `yaml:"consumer_groups"`
 	// DataDir keeps the emulator's events across restarts. If empty, memory only.
 	DataDir string `yaml:"data_dir"`
+	// SchemaRegistry is the address of the emulator's schema registries
+	// (Azure Schema Registry and a Confluent-compatible one, over HTTPS
+	// with the emulator's certificate). If empty, 127.0.0.1:0 when a
+	// connector reading the emulator declares a registry without url, else
+	// off.
+	SchemaRegistry string `yaml:"schema_registry"`
 	// Demo, when set, produces demo order events into a hub.
 	Demo *DemoSpec `yaml:"demo"`
 }
@@ -129,6 +135,13 @@ type SourceSpec struct {
 	Credential string `yaml:"credential"`
 	// EventHub is the event hub name. Required unless the connection string has EntityPath.
 	EventHub string `yaml:"eventhub"`
+	// Format is the format of the event bodies: json or avro (decoded
+	// with the schemas of Registry, then mapped as JSON is). If empty,
+	// json.
+	Format string `yaml:"format"`
+	// Registry is the schema registry of Avro events; required with
+	// format avro.
+	Registry *RegistrySpec `yaml:"registry"`
 	// Settings are the source's settings (consumer_group, start,
 	// start_partitions, on_invalid_checkpoint, batch, prefetch,
 	// connections, load_balancing): package source owns their keys,

@@ -90,6 +90,7 @@ func (s *Spec) validate(path string, emu *EmulatorSpec, p *problems) {
 		p.add(path+".name", "%s: use letters, digits, '.', '_' and '-' (it names files and metrics)", config.Quote(s.Name))
 	}
 	s.Source.validate(path+".source", emu, p)
+	s.Source.validateFormat(path+".source", p)
 	s.Checkpoint.validate(path+".checkpoint", p)
 	if s.Filter != nil {
 		s.Filter.validate(path+".filter", p)

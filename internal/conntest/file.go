@@ -41,6 +41,11 @@ type Event struct {
 	Body any `yaml:"body"`
 	// Key is the partition key; absent means none.
 	Key *string `yaml:"key"`
+	// AvroSchema is the Avro schema (a file, relative to the test file, or
+	// the schema's JSON) the body, a record written as JSON, is encoded
+	// with, for a connector with source.format avro. Required for such a
+	// connector, refused for others.
+	AvroSchema string `yaml:"avro_schema"`
 	// ContentType is the event's content type; absent means none.
 	ContentType *string `yaml:"content_type"`
 	// Properties are the application properties.

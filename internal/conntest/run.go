@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,6 +175,11 @@ func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, e
 			ev, err := tc.Events[j].event(j)
 			for _, p := range config.Errors(err) {
 				add(config.JoinPath(fmt.Sprintf("%s.events[%d]", path, j), p.Path), p.Err)
+			}
+			if err == nil {
+				if err := avroEvent(spec, filepath.Dir(testPath), &tc.Events[j], &ev); err != nil {
+					add(fmt.Sprintf("%s.events[%d]", path, j), err)
+				}
 			}
 			pc.events = append(pc.events, ev)
 		}

@@ -33,6 +33,9 @@ type LinesOptions struct {
 	// ContentType is set on every event when not empty (for example
 	// application/json).
 	ContentType string
+	// Encode, if set, turns each line's body into the event's body (`send
+	// --avro`: a JSON record into Avro); its error names the line.
+	Encode func(line []byte) ([]byte, error)
 	// Properties are set as the application properties of every event.
 	Properties map[string]any
 	// SkipEmpty skips empty lines (empty bodies). If false, an empty line
@@ -81,6 +84,13 @@ func Lines(ctx context.Context, producer *azeventhubs.ProducerClient, r io.Reade
 			continue
 		}
 		ev := &azeventhubs.EventData{Body: append([]byte{}, body...)}
+		if opts.Encode != nil {
+			enc, err := opts.Encode(body)
+			if err != nil {
+				return b.sent, fmt.Errorf("line %d: %w", line, err)
+			}
+			ev.Body = enc
+		}
 		if opts.ContentType != "" {
 			ct := opts.ContentType
 			ev.ContentType = &ct
