@@ -8,8 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/expr"
@@ -158,8 +157,8 @@ func (c *sinkConfig) Destination() string {
 		tables = append(tables, r.Table)
 	}
 	where := "PostgreSQL table " + strings.Join(tables, ", ")
-	if pc, err := pgx.ParseConfig(c.DSN.Reveal()); err == nil {
-		where += fmt.Sprintf(" on %s:%d/%s", pc.Host, pc.Port, pc.Database)
+	if pc, err := connstr.Postgres(c.DSN.Reveal()); err == nil {
+		where += fmt.Sprintf(" on %s:%d/%s", pc.ConnConfig.Host, pc.ConnConfig.Port, pc.ConnConfig.Database)
 	}
 	return where
 }
@@ -208,10 +207,8 @@ func (c *sinkConfig) Validate() error {
 	fe := func(field string, err error) { errs = append(errs, &sinks.FieldError{Field: field, Err: err}) }
 	if d.DSN == "" {
 		fe("dsn", errors.New("required"))
-	} else if _, err := pgx.ParseConfig(d.DSN.Reveal()); err != nil {
-		// pgconn's parse errors are best-effort redacted and may echo the
-		// password of a malformed string: say what is expected instead.
-		fe("dsn", errors.New("not a valid PostgreSQL connection string (want postgres://user:password@host:port/db?sslmode=... or host=... dbname=... keywords)"))
+	} else if _, err := connstr.Postgres(d.DSN.Reveal()); err != nil {
+		fe("dsn", err)
 	}
 	routed := len(d.Routes) > 0
 	if routed {

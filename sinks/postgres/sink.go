@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/expr"
@@ -180,9 +181,9 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 	s.sqlInsertWM = insertWatermarkSQL(s.watermarks)
 	s.sqlAdvanceWM = advanceWatermarkSQL(s.watermarks)
 
-	pc, err := pgxpool.ParseConfig(c.DSN.Reveal())
+	pc, err := connstr.Postgres(c.DSN.Reveal())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: connector %q: dsn: not a valid connection string", info.Connector)
+		return nil, fmt.Errorf("postgres: connector %q: dsn: %w", info.Connector, err)
 	}
 	cc := pc.ConnConfig
 	sessionTimeouts(cc, c)
