@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/internal/secret"
 )
@@ -103,10 +104,9 @@ func NewBlobStore(ctx context.Context, opts BlobOptions) (*BlobStore, error) {
 	case opts.Connection != "" && opts.AccountURL != "":
 		return nil, fmt.Errorf("checkpoint: blob container %s: set a connection string or an account URL, not both", opts.Container)
 	case opts.Connection != "":
-		cc, err = container.NewClientFromConnectionString(opts.Connection.Reveal(), opts.Container, opts.ClientOptions)
-		if err != nil {
-			// The SDK's parse errors can quote the string; keep the key out of logs.
-			return nil, fmt.Errorf("checkpoint: blob container %s: invalid storage connection string", opts.Container)
+		// The one parser validate runs too; its errors never quote the key.
+		if cc, err = connstr.ContainerClient(opts.Connection.Reveal(), opts.Container, opts.ClientOptions); err != nil {
+			return nil, fmt.Errorf("checkpoint: blob container %s: %w", opts.Container, err)
 		}
 	case opts.AccountURL != "":
 		cred := opts.Credential

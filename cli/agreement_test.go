@@ -43,8 +43,13 @@ func TestValidateRunAgree(t *testing.T) {
 			}
 			vcode, _, verr := cli(t, "validate", "-c", file)
 			if invalid {
+				// A config run takes starts its connectors and retries
+				// what they cannot reach: bounded, so that the test
+				// fails instead of waiting for ever.
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				defer cancel()
 				var rerr bytes.Buffer
-				rcode := dispatch(t.Context(), []string{"run", "-c", file}, io.Discard, &rerr)
+				rcode := dispatch(ctx, []string{"run", "-c", file}, io.Discard, &rerr)
 				for _, r := range []struct {
 					cmd    string
 					code   int

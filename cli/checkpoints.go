@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/connstr"
 )
 
 const checkpointsUsage = `Usage: ehsink checkpoints list  -c connectors.yaml [--connector NAME] [--connection CS]
@@ -224,7 +225,7 @@ func newCheckpointSession(ctx context.Context, cfg *connector.Config, spec *conn
 	case viaEmulator:
 		cs.ns = connector.EmulatorNamespace
 	case ep.conn != "":
-		props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal())
+		props, err := connstr.EventHubs(ep.conn.Reveal())
 		if err != nil {
 			return nil, fmt.Errorf("connection string: %w", err)
 		}
@@ -254,7 +255,7 @@ func (ep endpoint) consumer(group string) (*azeventhubs.ConsumerClient, error) {
 	opts := &azeventhubs.ConsumerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: -1}, CustomEndpoint: ep.customEndpoint}
 	if ep.conn != "" {
 		hub := ep.hub
-		if props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal()); err == nil && props.EntityPath != nil && *props.EntityPath != "" {
+		if props, err := connstr.EventHubs(ep.conn.Reveal()); err == nil && props.EntityPath != nil && *props.EntityPath != "" {
 			hub = ""
 		}
 		return azeventhubs.NewConsumerClientFromConnectionString(ep.conn.Reveal(), hub, group, opts)

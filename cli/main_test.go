@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"github.com/ehsink/ehsink/cli/devenv"
 	"io"
 	"os"
@@ -119,6 +120,14 @@ connectors:
 		`connectors[1].sink.type: unknown sink "pg" (known: `,
 		`connectors[2].name: duplicate connector name "orders"`,
 	}
+	wantProblems(t, path, want)
+}
+
+// wantProblems runs validate and run over the config at path: each exits
+// 2, prints nothing on stdout, and reports exactly the problems of want
+// (each a prefix of a problem line: its path and the start of its text).
+func wantProblems(t *testing.T, path string, want []string) {
+	t.Helper()
 	for _, cmd := range []string{"validate", "run"} {
 		t.Run(cmd, func(t *testing.T) {
 			code, out, errOut := cli(t, cmd, "-c", path)
@@ -129,12 +138,12 @@ connectors:
 				t.Errorf("stdout %q, want nothing", out)
 			}
 			for _, w := range want {
-				if !strings.Contains(errOut, w) {
+				if !strings.Contains(errOut, "  "+w) {
 					t.Errorf("stderr lacks %q:\n%s", w, errOut)
 				}
 			}
-			if !strings.Contains(errOut, ": 5 problems:") {
-				t.Errorf("stderr does not count 5 problems:\n%s", errOut)
+			if n := fmt.Sprintf(": %d problems:", len(want)); !strings.Contains(errOut, n) {
+				t.Errorf("stderr does not count %d problems:\n%s", len(want), errOut)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/internal/progress"
 	"github.com/ehsink/ehsink/internal/secret"
@@ -326,7 +327,7 @@ func (t *target) resolve() (endpoint, int, error) {
 		ep.hub = t.eventhub
 	}
 	if ep.conn != "" {
-		props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal())
+		props, err := connstr.EventHubs(ep.conn.Reveal())
 		if err != nil {
 			return ep, 2, fmt.Errorf("connection string: %w", err)
 		}
@@ -384,7 +385,7 @@ func (ep endpoint) producer() (*azeventhubs.ProducerClient, error) {
 	opts := &azeventhubs.ProducerClientOptions{RetryOptions: azeventhubs.RetryOptions{MaxRetries: 2}, CustomEndpoint: ep.customEndpoint}
 	if ep.conn != "" {
 		hub := ep.hub
-		if props, err := azeventhubs.ParseConnectionString(ep.conn.Reveal()); err == nil && props.EntityPath != nil && *props.EntityPath != "" {
+		if props, err := connstr.EventHubs(ep.conn.Reveal()); err == nil && props.EntityPath != nil && *props.EntityPath != "" {
 			hub = ""
 		}
 		p, err := azeventhubs.NewProducerClientFromConnectionString(ep.conn.Reveal(), hub, opts)

@@ -6,11 +6,24 @@ import (
 	"strings"
 )
 
+// UnknownKeyError is the problem of a key that names no field, with the
+// known key it is likely a typo of. A validator that finds that key
+// missing says the same thing again: a caller that runs one after the
+// decoder can drop it (connector.Load does).
+type UnknownKeyError struct {
+	// Suggestion is the closest known key.
+	Suggestion string
+}
+
+func (e *UnknownKeyError) Error() string {
+	return fmt.Sprintf("unknown key (did you mean %s?)", e.Suggestion)
+}
+
 // unknownKey builds the error for a key that names no field, suggesting the
 // closest known key, or listing them all when none is close.
 func unknownKey(key string, known []string) error {
 	if s := Suggest(key, known); s != "" {
-		return fmt.Errorf("unknown key (did you mean %s?)", s)
+		return &UnknownKeyError{Suggestion: s}
 	}
 	if len(known) == 0 {
 		return errors.New("unknown key (no keys are allowed here)")

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/knadh/koanf/providers/file"
@@ -79,15 +80,18 @@ func load(raw map[string]any, opts LoadOptions) (*Config, error) {
 
 	var c Config
 	errs = append(errs, config.Decode(tree, &c))
+	var sinkErrs []*config.Error // what the sink decoders said
 	for i := range c.Connectors {
 		var sinkRaw map[string]any
 		if i < len(sinkRaws) {
 			sinkRaw = sinkRaws[i]
 		}
-		errs = append(errs, decodeSink(fmt.Sprintf("connectors[%d].sink", i), &c.Connectors[i].Sink, sinkRaw, reg))
+		err := decodeSink(fmt.Sprintf("connectors[%d].sink", i), &c.Connectors[i].Sink, sinkRaw, reg)
+		sinkErrs = append(sinkErrs, config.Errors(err)...)
+		errs = append(errs, err)
 	}
 	full := c.withDefaults()
-	errs = append(errs, full.validate())
+	errs = append(errs, withoutRepeats(full.validate(), sinkErrs))
 	if err := errors.Join(errs...); err != nil {
 		if err = joinProblems(err, opts.Ignore); err != nil {
 			return nil, err
@@ -154,10 +158,44 @@ func splitSinks(tree map[string]any) []map[string]any {
 	return out
 }
 
+// withoutRepeats drops the problems of err (validate's) about a key a
+// sink decoder already complained of, or about a key above or below one (a
+// value that did not decode is left zero, and its validator would say
+// "required" there too), or about the key an unknown one is a typo of.
+func withoutRepeats(err error, decoded []*config.Error) error {
+	if len(decoded) == 0 {
+		return err
+	}
+	var paths []string
+	for _, d := range decoded {
+		paths = append(paths, d.Path)
+		if uk, ok := errors.AsType[*config.UnknownKeyError](d.Err); ok {
+			if i := strings.LastIndexAny(d.Path, ".["); i >= 0 {
+				paths = append(paths, d.Path[:i+1]+uk.Suggestion)
+			}
+		}
+	}
+	var out []error
+	for _, p := range config.Errors(err) {
+		if !slices.ContainsFunc(paths, func(d string) bool { return nested(p.Path, d) || nested(d, p.Path) }) {
+			out = append(out, p)
+		}
+	}
+	return errors.Join(out...)
+}
+
+// nested reports whether path is inner or a key under it.
+func nested(path, inner string) bool {
+	rest, ok := strings.CutPrefix(path, inner)
+	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
+}
+
 // decodeSink looks up the sink type in reg and decodes raw into a new
 // config of that driver, stored in s.Config. A missing type is left to
-// validate; a config that does not decode is not stored, so that its
-// validator does not repeat the decoder's complaints.
+// validate. A config that does not decode whole is stored too, so that
+// validate checks the keys that did decode (a connection string beside a
+// mistyped duration); [withoutRepeats] keeps its validator from repeating
+// the decoder's complaints.
 func decodeSink(path string, s *SinkSpec, raw map[string]any, reg *sinks.Registry) error {
 	if s.Type == "" {
 		return nil
@@ -174,9 +212,6 @@ func decodeSink(path string, s *SinkSpec, raw map[string]any, reg *sinks.Registr
 	if cfg == nil {
 		return &config.Error{Path: path + ".type", Err: fmt.Errorf("sink %q: driver returned no config", s.Type)}
 	}
-	if err := config.Decode(raw, cfg); err != nil {
-		return config.Prefix(path, err)
-	}
 	s.Config = cfg
-	return nil
+	return config.Prefix(path, config.Decode(raw, cfg))
 }

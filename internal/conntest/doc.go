@@ -57,8 +57,11 @@
 //     filter runs first, as in the runner; a body it cannot read is a dead
 //     letter).
 //
-// Checks made at or next to the destination (whether a routed table
-// exists, PostgreSQL's column lengths
-// and constraints, the PostgreSQL writer's refusal of NUL characters, a
-// sink's commit) are not made.
+// A sink that compiles its routes for the table shape (the postgres sink)
+// gives its own mapper, delete rules, row check and destination render,
+// the ones its writer runs, so what a case sees is what the writer does;
+// a render keeps the writer's state across events (the tables a templated
+// route named, against max_tables and the other routes' tables). Checks
+// made at the destination (whether a routed table exists, PostgreSQL's
+// column lengths and constraints, a sink's commit) are not made.
 package conntest

@@ -3,7 +3,6 @@ package conntest
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/routing"
@@ -33,7 +32,7 @@ func newRoutedTarget(shape table.Shape, stops bool) (*routedTarget, error) {
 	var conds []routing.Cond
 	var names []string
 	for i, r := range shape.Routes {
-		mt, err := newMapTarget(shape, r, routeDelete(shape.Delete, r.Key), stops)
+		mt, err := newMapTarget(shape, r, stops)
 		if err != nil {
 			return nil, fmt.Errorf("routes[%d]: %w", i, err)
 		}
@@ -107,20 +106,4 @@ func (t *routedTarget) apply(ctx context.Context, ev *sinks.Event) outcome {
 		out.table = ""
 	}
 	return out
-}
-
-// routeDelete is the delete block as a route sees it: the entries of
-// delete.key that name its key columns.
-func routeDelete(del *cdc.Delete, key []string) *cdc.Delete {
-	if del == nil {
-		return nil
-	}
-	d := *del
-	d.Key = map[string]string{}
-	for k, v := range del.Key {
-		if slices.Contains(key, k) {
-			d.Key[k] = v
-		}
-	}
-	return &d
 }

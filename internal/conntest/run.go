@@ -267,7 +267,7 @@ func newTarget(spec *connector.Spec) (target, error) {
 	if shape.Routed {
 		return newRoutedTarget(shape, stops)
 	}
-	return newMapTarget(shape, shape.Routes[0], shape.Delete, stops)
+	return newMapTarget(shape, shape.Routes[0], stops)
 }
 
 // hasColumns reports whether every route of shape maps columns (a sink
@@ -291,12 +291,21 @@ type mapTarget struct {
 	// decide per event between a row, a delete of key and a skip.
 	rules *cdc.Rules
 	key   []string
+	// check is the sink's own check of a mapped row, or nil.
+	check func(row []any) error
 	stops bool
 }
 
-// newMapTarget compiles route r of shape: its columns (those its key
-// names made non-nullable, as the sink does) and its delete rules.
-func newMapTarget(shape table.Shape, r table.Route, del *cdc.Delete, stops bool) (*mapTarget, error) {
+// newMapTarget takes route r of shape as the sink compiled it (its
+// Mapper and Rules), or, for a sink that gives only the route's columns,
+// compiles them (those its key names made non-nullable) and the shape's
+// delete rules.
+func newMapTarget(shape table.Shape, r table.Route, stops bool) (*mapTarget, error) {
+	if r.Mapper != nil {
+		t := &mapTarget{mapper: r.Mapper, render: r.Render, check: r.Check, stops: stops}
+		t.rules, t.key = r.Rules, r.Key // nil: no event deletes or skips
+		return t, nil
+	}
 	cols := slices.Clone(r.Columns)
 	for i := range cols {
 		if slices.Contains(r.Key, cols[i].Name) {
@@ -308,7 +317,7 @@ func newMapTarget(shape table.Shape, r table.Route, del *cdc.Delete, stops bool)
 		return nil, fmt.Errorf("columns: %w", err)
 	}
 	t := &mapTarget{mapper: m, render: r.Render, stops: stops}
-	return t, t.deleting(shape.Format, del, r.Key)
+	return t, t.deleting(shape.Format, shape.Delete, r.Key)
 }
 
 // deleting gives t the rules of a sink's format and delete block, when
@@ -349,6 +358,9 @@ func (t *mapTarget) rows(ev *sinks.Event) outcome {
 	if t.rules != nil {
 		row := make([]any, len(cols))
 		op, err := t.rules.Map(ev, row)
+		if err == nil && op != cdc.OpSkip && t.check != nil {
+			err = t.check(row)
+		}
 		switch {
 		case err != nil:
 			return outcome{reason: err.Error(), stops: t.stops}
@@ -370,6 +382,14 @@ func (t *mapTarget) rows(ev *sinks.Event) outcome {
 		row := make([]any, len(cols))
 		if err := rows.Map(j, row); err != nil {
 			return outcome{reason: err.Error(), stops: t.stops}
+		}
+		if t.check != nil {
+			if err := t.check(row); err != nil {
+				if rows.Exploded() {
+					err = &mapping.ElementError{Index: j, Err: err}
+				}
+				return outcome{reason: err.Error(), stops: t.stops}
+			}
 		}
 		out := outcome{row: make([]value, len(cols)), cols: cols.Names()}
 		for i, v := range row {

@@ -40,6 +40,13 @@ func (r *rowMapper) mapRow(rows *mapping.Rows, j int, row pq.Row, vals []any) (p
 	return row, vals, err
 }
 
+// check reports whether the Parquet values of a mapped row convert, as
+// appendRow does (for `ehsink test`).
+func (r *rowMapper) check(vals []any) error {
+	_, err := r.appendRow(make(pq.Row, 0, len(r.convs)), vals)
+	return err
+}
+
 // appendRow appends the Parquet values of vals to row.
 func (r *rowMapper) appendRow(row pq.Row, vals []any) (pq.Row, error) {
 	for i := range r.convs {

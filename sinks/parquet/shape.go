@@ -11,7 +11,8 @@ import (
 // TableShape returns the sink's routes as package table declares them
 // (imported as tableshape: the package's tests have a table helper):
 // the running sink and `ehsink test` render and check the event's values
-// of a route's path with the same function (renderPath).
+// of a route's path with the same function (renderPath), and map and
+// convert rows with the same rowMapper.
 func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
 	d := *c
 	d.withDefaults()
@@ -25,6 +26,11 @@ func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
 		if err != nil {
 			return tableshape.Shape{}, fmt.Errorf("routes[%d].path: %w", i, err)
 		}
+		rm, err := newRowMapper(rc.Columns, d.Explode)
+		if err != nil {
+			return tableshape.Shape{}, fmt.Errorf("routes[%d].columns: %w", i, err)
+		}
+		r.Mapper, r.Check = rm.m, rm.check
 		if tmpl.values > 0 {
 			name := r.Name
 			r.Render = func(ev *sinks.Event) (string, error) {

@@ -15,12 +15,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -60,14 +60,10 @@ func newBlobStore(ctx context.Context, client *container.Client, name, spoolDir 
 func newBlobClient(connection, containerName string) (*container.Client, error) {
 	// The transport closes a half-open connection in seconds (package
 	// netdial); the writer's calls carry the runner's deadline.
-	opts := &azblob.ClientOptions{}
+	opts := &container.ClientOptions{}
 	opts.Transport = netdial.HTTPClient()
-	svc, err := azblob.NewClientFromConnectionString(connection, opts)
-	if err != nil {
-		// The SDK's message may quote the connection string; do not wrap it.
-		return nil, errors.New("invalid storage connection string")
-	}
-	return svc.ServiceClient().NewContainerClient(containerName), nil
+	// The one parser validate runs too; its errors never quote the key.
+	return connstr.ContainerClient(connection, containerName, opts)
 }
 
 func (s *blobStore) String() string { return "blob container " + s.container }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -8,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/expr"
@@ -158,8 +158,8 @@ func (c *sinkConfig) Destination() string {
 		tables = append(tables, r.Table)
 	}
 	where := "PostgreSQL table " + strings.Join(tables, ", ")
-	if pc, err := pgx.ParseConfig(c.DSN.Reveal()); err == nil {
-		where += fmt.Sprintf(" on %s:%d/%s", pc.Host, pc.Port, pc.Database)
+	if pc, err := connstr.Postgres(c.DSN.Reveal()); err == nil {
+		where += fmt.Sprintf(" on %s:%d/%s", pc.ConnConfig.Host, pc.ConnConfig.Port, pc.ConnConfig.Database)
 	}
 	return where
 }
@@ -177,6 +177,10 @@ func (c *sinkConfig) routes() []routeConfig {
 	}
 	return []routeConfig{{Table: c.Table, Key: c.Key, Columns: c.Columns, Explode: c.Explode}}
 }
+
+// routeName names route rc in errors and reports: its name, or its table
+// as written.
+func routeName(rc routeConfig) string { return cmp.Or(rc.Name, rc.Table) }
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c sinkConfig) withDefaults() sinkConfig {
@@ -208,10 +212,8 @@ func (c *sinkConfig) Validate() error {
 	fe := func(field string, err error) { errs = append(errs, &sinks.FieldError{Field: field, Err: err}) }
 	if d.DSN == "" {
 		fe("dsn", errors.New("required"))
-	} else if _, err := pgx.ParseConfig(d.DSN.Reveal()); err != nil {
-		// pgconn's parse errors are best-effort redacted and may echo the
-		// password of a malformed string: say what is expected instead.
-		fe("dsn", errors.New("not a valid PostgreSQL connection string (want postgres://user:password@host:port/db?sslmode=... or host=... dbname=... keywords)"))
+	} else if _, err := connstr.Postgres(d.DSN.Reveal()); err != nil {
+		fe("dsn", err)
 	}
 	routed := len(d.Routes) > 0
 	if routed {
@@ -271,7 +273,44 @@ func (c *sinkConfig) Validate() error {
 
 // changeSpec is what package cdc needs of the config for route r.
 func (c *sinkConfig) changeSpec(r routeConfig) cdc.Spec {
-	return cdc.Spec{Format: c.Format, Delete: c.Delete, Columns: r.Columns, Key: r.Key}
+	cs := cdc.Spec{Format: c.Format, Delete: c.Delete, Columns: r.Columns, Key: r.Key}
+	if c.Delete != nil && len(c.Routes) > 0 {
+		// delete.key is shared: each route takes the entries of its key.
+		d := *c.Delete
+		d.Key = map[string]string{}
+		for k, v := range c.Delete.Key {
+			if slices.Contains(r.Key, k) {
+				d.Key[k] = v
+			}
+		}
+		cs.Delete = &d
+	}
+	return cs
+}
+
+// compileMapping compiles what route rc makes of an event: its column
+// mapping (the key columns not nullable: a row without its key cannot be
+// written), and its rules when the connector deletes (nil otherwise). The
+// running sink (compileRoute) and `ehsink test` (TableShape) map events
+// with what it returns.
+func (c *sinkConfig) compileMapping(rc routeConfig) (*mapping.Mapper, *cdc.Rules, error) {
+	cols := slices.Clone(rc.Columns)
+	for i := range cols {
+		if slices.Contains(rc.Key, cols[i].Name) {
+			cols[i].Nullable = false
+		}
+	}
+	mapper, err := mapping.CompileWith(cols, mapping.Options{Explode: rc.Explode})
+	if err != nil {
+		return nil, nil, fmt.Errorf("columns: %w", err)
+	}
+	var rules *cdc.Rules
+	if cs := c.changeSpec(rc); cs.Deletes() {
+		if rules, err = cdc.Compile(cs); err != nil {
+			return nil, nil, err
+		}
+	}
+	return mapper, rules, nil
 }
 
 // validateDeletes checks format, delete and, for each route, what its
@@ -312,17 +351,6 @@ func (c *sinkConfig) validateDeletes(fe func(string, error)) {
 			fe(prefix+"explode", errors.New("does not combine with deletes (format: debezium or a delete block): a delete removes one key"))
 		}
 		cs := c.changeSpec(r)
-		if cs.Delete != nil && routed {
-			// delete.key is shared: each route takes the entries of its key.
-			d := *cs.Delete
-			d.Key = map[string]string{}
-			for k, v := range c.Delete.Key {
-				if slices.Contains(r.Key, k) {
-					d.Key[k] = v
-				}
-			}
-			cs.Delete = &d
-		}
 		for _, e := range flatten(cs.Validate()) {
 			var f *sinks.FieldError
 			switch {

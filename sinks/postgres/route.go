@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -57,25 +59,17 @@ func (s *sink) destOf(ctx context.Context, ev *sinks.Event) (*dest, error) {
 func (s *sink) templated(ctx context.Context, r *route, name string, parts []string) (*dest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.dests[name]
-	if d != nil && d.r != r {
-		return nil, &eventError{fmt.Errorf("route %s: table %s is written by route %s (one table, one column mapping)", r.name, name, d.r.name)}
+	if err := s.owners.check(r.index, name); err != nil {
+		return nil, &eventError{err}
 	}
+	d := s.dests[name]
 	if d != nil && (d.err == nil || time.Since(d.failedAt) < retryDestAfter) {
 		if d.err != nil {
 			return nil, &eventError{d.err}
 		}
 		return d, nil
 	}
-	for _, o := range s.routes {
-		if o.static != nil && o.static.name == name {
-			return nil, &eventError{fmt.Errorf("route %s: table %s is written by route %s (one table, one column mapping)", r.name, name, o.name)}
-		}
-	}
 	if d == nil {
-		if r.ntables >= r.cfg.MaxTables {
-			return nil, &eventError{fmt.Errorf("route %s: table %s would be table %d of the route, past max_tables %d", r.name, name, r.ntables+1, r.cfg.MaxTables)}
-		}
 		d = s.newDest(r, name, parts)
 	}
 	err := s.prepareTemplated(ctx, d)
@@ -84,7 +78,7 @@ func (s *sink) templated(ctx context.Context, r *route, name string, parts []str
 	}
 	if _, seen := s.dests[name]; !seen {
 		s.dests[name] = d
-		r.ntables++
+		s.owners.add(r.index, name)
 	}
 	if err != nil {
 		d.err, d.failedAt = fmt.Errorf("route %s: table %s: %w", r.name, name, err), time.Now()
@@ -93,6 +87,58 @@ func (s *sink) templated(ctx context.Context, r *route, name string, parts []str
 	}
 	d.err = nil
 	return d, nil
+}
+
+// tableOwners says which route writes each table of a connector: a
+// route's literal table from the start, a templated route's tables as
+// events name them, at most max_tables of them per route. One table has
+// one column mapping, so a table a second route names is an error of the
+// event. The running sink (templated) and `ehsink test` (the Render of
+// TableShape) ask the same questions of it. It is not safe for concurrent
+// use (the sink holds its mu).
+type tableOwners struct {
+	names []string       // route names, by index
+	max   []int          // max_tables, by route index
+	owner map[string]int // table → the index of the route that writes it
+	count []int          // tables each route has named so far
+}
+
+func newTableOwners(c *sinkConfig) *tableOwners {
+	routes := c.routes()
+	o := &tableOwners{owner: map[string]int{}, count: make([]int, len(routes))}
+	for i, rc := range routes {
+		o.names = append(o.names, routeName(rc))
+		o.max = append(o.max, cmp.Or(rc.MaxTables, defaultMaxTables))
+		if tmpl, err := expr.CompileTemplate(rc.Table); err == nil && tmpl.Literal() {
+			if _, dup := o.owner[rc.Table]; !dup {
+				o.owner[rc.Table] = i
+			}
+		}
+	}
+	return o
+}
+
+// check returns why route i may not write table name, an error of the
+// event that named it; nil when it may.
+func (o *tableOwners) check(i int, name string) error {
+	if j, ok := o.owner[name]; ok {
+		if j != i {
+			return fmt.Errorf("route %s: table %s is written by route %s (one table, one column mapping)", o.names[i], name, o.names[j])
+		}
+		return nil
+	}
+	if o.count[i] >= o.max[i] {
+		return fmt.Errorf("route %s: table %s would be table %d of the route, past max_tables %d", o.names[i], name, o.count[i]+1, o.max[i])
+	}
+	return nil
+}
+
+// add records that route i writes table name, which check allowed.
+func (o *tableOwners) add(i int, name string) {
+	if _, ok := o.owner[name]; !ok {
+		o.owner[name] = i
+		o.count[i]++
+	}
 }
 
 // prepareTemplated checks (or creates) d's table on a pool connection.

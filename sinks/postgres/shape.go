@@ -8,25 +8,39 @@ import (
 	"github.com/ehsink/ehsink/sinks/table"
 )
 
-// TableShape returns the sink's routes as package table declares them:
-// the running sink and `ehsink test` render and check a templated table
-// with the same function (renderTable).
+// TableShape returns the sink's routes as package table declares them,
+// compiled by the functions the running sink compiles them with: the
+// mapping and delete rules of each route (compileMapping), and a
+// templated table rendered and checked as the writer does it
+// (renderTable, then the tableOwners check: a table another route
+// writes, a route past its max_tables), and what no PostgreSQL column of
+// the mapping's type can store (storable).
 func (c *sinkConfig) TableShape() (table.Shape, error) {
 	d := c.withDefaults()
 	s := table.Shape{Routed: len(d.Routes) > 0, Format: d.Format, Delete: d.Delete}
+	var owners *tableOwners
 	for i, rc := range d.routes() {
-		r := table.Route{Name: rc.Name, When: rc.When, Dest: rc.Table, DestIsTable: true, Columns: rc.Columns, Key: rc.Key, Explode: rc.Explode}
-		if r.Name == "" {
-			r.Name = rc.Table
+		r := table.Route{Name: routeName(rc), When: rc.When, Dest: rc.Table, DestIsTable: true, Columns: rc.Columns, Key: rc.Key, Explode: rc.Explode}
+		var err error
+		if r.Mapper, r.Rules, err = d.compileMapping(rc); err != nil {
+			return table.Shape{}, fmt.Errorf("routes[%d]: %w", i, err)
 		}
+		r.Check = newStorable(r.Mapper.Columns()).check
 		tmpl, err := expr.CompileTemplate(rc.Table)
 		if err != nil {
 			return table.Shape{}, fmt.Errorf("routes[%d].table: %w", i, err)
 		}
 		if !tmpl.Literal() {
-			name := r.Name
+			if owners == nil {
+				owners = newTableOwners(&d)
+			}
 			r.Render = func(ev *sinks.Event) (string, error) {
-				table, _, err := renderTable(name, tmpl, ev)
+				table, _, err := renderTable(r.Name, tmpl, ev)
+				if err == nil {
+					if err = owners.check(i, table); err == nil {
+						owners.add(i, table)
+					}
+				}
 				return table, err
 			}
 		}

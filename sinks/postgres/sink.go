@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/expr"
@@ -68,8 +69,9 @@ type sink struct {
 	// rows: the table, or "*" for a routed connector.
 	wmTable string
 
-	mu     sync.Mutex       // guards the 2 following fields
+	mu     sync.Mutex       // guards the 3 following fields
 	dests  map[string]*dest // tables of templated routes, by rendered name
+	owners *tableOwners     // which route writes each table
 	nextID int              // the id of the next dest
 
 	watermarks, deadLetters pgx.Identifier
@@ -92,13 +94,12 @@ type route struct {
 	// rules, for a connector that deletes (format: debezium or a delete
 	// block), decide per event between a row, a delete and a skip; nil
 	// otherwise (see deletes.go).
-	rules     *cdc.Rules
-	copyCols  []string // mapped columns, then _ehsink_seq in upsert mode
-	keyIdx    []int    // positions of the key columns in a row
-	nulCheck  []int    // string columns: PostgreSQL text cannot hold NUL
-	jsonCheck []int    // json columns: jsonb cannot hold \u0000
-	static    *dest    // the table of a route without placeholders
-	ntables   int      // tables of a templated route so far; guarded by Sink.mu
+	rules    *cdc.Rules
+	copyCols []string // mapped columns, then _ehsink_seq in upsert mode
+	keyIdx   []int    // positions of the key columns in a row
+	storable storable // what PostgreSQL cannot store, checked per row
+	static   *dest    // the table of a route without placeholders
+	index    int      // in the connector's routes
 }
 
 // dest is one target table and the statements that write it.
@@ -146,6 +147,7 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 		upsert:  c.Mode == modeUpsert,
 		wmTable: c.Table,
 		dests:   map[string]*dest{},
+		owners:  newTableOwners(&c),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -157,6 +159,7 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 		if err != nil {
 			return nil, fmt.Errorf("postgres: connector %q: routes[%d]: %w", info.Connector, i, err)
 		}
+		r.index = i
 		var cond routing.Cond
 		if rc.When != "" {
 			if cond, err = routing.CompileCondition(rc.When); err != nil {
@@ -180,9 +183,9 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 	s.sqlInsertWM = insertWatermarkSQL(s.watermarks)
 	s.sqlAdvanceWM = advanceWatermarkSQL(s.watermarks)
 
-	pc, err := pgxpool.ParseConfig(c.DSN.Reveal())
+	pc, err := connstr.Postgres(c.DSN.Reveal())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: connector %q: dsn: not a valid connection string", info.Connector)
+		return nil, fmt.Errorf("postgres: connector %q: dsn: %w", info.Connector, err)
 	}
 	cc := pc.ConnConfig
 	sessionTimeouts(cc, c)
@@ -235,40 +238,16 @@ func sessionTimeouts(cc *pgx.ConnConfig, c sinkConfig) {
 // compileRoute compiles one route; a route without placeholders gets its
 // dest.
 func (s *sink) compileRoute(rc routeConfig) (*route, error) {
-	cols := slices.Clone(rc.Columns)
-	for i := range cols {
-		if slices.Contains(rc.Key, cols[i].Name) {
-			cols[i].Nullable = false // a key column must have a value
-		}
-	}
-	mapper, err := mapping.CompileWith(cols, mapping.Options{Explode: rc.Explode})
+	mapper, rules, err := s.cfg.compileMapping(rc)
 	if err != nil {
-		return nil, fmt.Errorf("columns: %w", err)
+		return nil, err
 	}
+	cols := mapper.Columns()
 	tmpl, err := expr.CompileTemplate(rc.Table)
 	if err != nil {
 		return nil, fmt.Errorf("table: %w", err)
 	}
-	r := &route{name: rc.Name, cfg: rc, mapper: mapper, copyCols: cols.Names()}
-	if cs := s.cfg.changeSpec(rc); cs.Deletes() {
-		if r.rules, err = cdc.Compile(cs); err != nil {
-			return nil, err
-		}
-	}
-	if r.name == "" {
-		r.name = rc.Table
-	}
-	if r.cfg.MaxTables == 0 {
-		r.cfg.MaxTables = defaultMaxTables
-	}
-	for i, col := range cols {
-		switch col.Type.Kind {
-		case mapping.KindString:
-			r.nulCheck = append(r.nulCheck, i)
-		case mapping.KindJSON:
-			r.jsonCheck = append(r.jsonCheck, i)
-		}
-	}
+	r := &route{name: routeName(rc), cfg: rc, mapper: mapper, rules: rules, copyCols: cols.Names(), storable: newStorable(cols)}
 	if s.upsert {
 		// The partition is the same for every row of a flush: the merge
 		// takes it as a parameter rather than as one more array.

@@ -246,23 +246,54 @@ func convert(d *dest, rows *mapping.Rows, j int, vals []any) error {
 	return nil
 }
 
-// checkValues applies PostgreSQL's rules to a mapped row.
+// checkValues applies PostgreSQL's rules to a mapped row: what no
+// column can store (storable), then the lengths of d's columns.
 func checkValues(d *dest, vals []any) error {
-	cols := d.r.mapper.Columns()
-	for _, i := range d.r.nulCheck {
-		if s, ok := vals[i].(string); ok && strings.IndexByte(s, 0) >= 0 {
-			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New("text contains a NUL character, which PostgreSQL cannot store")}
-		}
+	if err := d.r.storable.check(vals); err != nil {
+		return err
 	}
+	cols := d.r.mapper.Columns()
 	for _, l := range d.charLimits {
 		if s, ok := vals[l.index].(string); ok && !fitsChars(s, l.max) {
 			return &mapping.ColumnError{Column: cols[l.index].Name,
 				Err: fmt.Errorf("%d characters do not fit the column's limit of %d", utf8.RuneCountInString(s), l.max)}
 		}
 	}
-	for _, i := range d.r.jsonCheck {
+	return nil
+}
+
+// storable checks the values PostgreSQL cannot store in a column of their
+// mapping type, whatever the table: NUL in text, \u0000 in jsonb. The
+// writer (checkValues) and `ehsink test` (TableShape's Check) run it.
+type storable struct {
+	cols mapping.Columns
+	nul  []int // string columns
+	json []int // json columns
+}
+
+func newStorable(cols mapping.Columns) storable {
+	s := storable{cols: cols}
+	for i, col := range cols {
+		switch col.Type.Kind {
+		case mapping.KindString:
+			s.nul = append(s.nul, i)
+		case mapping.KindJSON:
+			s.json = append(s.json, i)
+		}
+	}
+	return s
+}
+
+// check returns the problem of a mapped row, a *mapping.ColumnError.
+func (s storable) check(vals []any) error {
+	for _, i := range s.nul {
+		if v, ok := vals[i].(string); ok && strings.IndexByte(v, 0) >= 0 {
+			return &mapping.ColumnError{Column: s.cols[i].Name, Err: errors.New("text contains a NUL character, which PostgreSQL cannot store")}
+		}
+	}
+	for _, i := range s.json {
 		if j, ok := vals[i].(json.RawMessage); ok && bytes.Contains(j, []byte(`\u0000`)) {
-			return &mapping.ColumnError{Column: cols[i].Name, Err: errors.New(`JSON contains \u0000, which jsonb cannot store`)}
+			return &mapping.ColumnError{Column: s.cols[i].Name, Err: errors.New(`JSON contains \u0000, which jsonb cannot store`)}
 		}
 	}
 	return nil

@@ -72,8 +72,23 @@ type Route struct {
 	// Render returns where ev goes on this route, rendered and checked as
 	// the sink does it while running; an error makes ev a dead letter
 	// with that reason. Nil when the destination does not depend on the
-	// event.
+	// event. A Render may keep state across calls, as the sink does
+	// across events (the tables a templated route has named so far,
+	// against its max_tables).
 	Render func(ev *sinks.Event) (string, error)
+	// Mapper, if set, is the sink's own compiled mapping of the route,
+	// the one its writer maps events with; `ehsink test` then maps with
+	// it. If nil, Columns are compiled (Key columns not nullable).
+	Mapper *Mapper
+	// Rules, if set, are the sink's own rules of the route (package cdc:
+	// which events are deletes or skips, and how a delete finds its
+	// key), the ones its writer applies; they map rows in Mapper's place.
+	Rules *cdc.Rules
+	// Check, if set, is the sink's own check of a mapped row (one value
+	// per column, as Mapper.Map fills it) that needs no destination
+	// (what no column of its type can store); its error makes the event,
+	// or the exploded element, a dead letter.
+	Check func(row []any) error
 }
 
 // Validate reports a literal table named by two routes: two column
