@@ -113,6 +113,23 @@ func (b *breaker) acquire(ctx context.Context, since time.Time, giveUpAfter time
 			b.mu.Unlock()
 			return nil
 		case b.state == breakerOpen && !time.Now().Before(b.until):
+			if b.peers != nil && giveUpAfter > 0 {
+				// A caller that may give its partition up does so rather
+				// than probe: a probe of a sink that does not answer holds
+				// it for a sink timeout, round after round, and a replica
+				// that keeps one partition is still an owner to the
+				// others' balanced load balancing, which then claims none
+				// of those it gave up.
+				b.mu.Unlock()
+				if _, err := b.giveUpCheck(ctx, since, giveUpAfter); err != nil {
+					return err
+				}
+				b.mu.Lock()
+				if b.state != breakerOpen || time.Now().Before(b.until) {
+					b.mu.Unlock()
+					continue
+				}
+			}
 			b.setLocked(breakerHalfOpen)
 			b.mu.Unlock()
 			b.log.Info("circuit breaker half-open: probing the sink")
@@ -152,17 +169,22 @@ func (b *breaker) waitStart(since time.Time) time.Time {
 
 // giveUpCheck decides whether a caller that began waiting at since on a
 // breaker that is not closed gives its partition up: it returns an error
-// matching ErrSinkUnavailable when the caller has waited on this outage
-// for longer than after (zero: never) and, with peers set, another replica
-// of the connector is seen committing (peers.progressing): the sink
-// answers for someone else, who can take the partition over. Without that
-// evidence the partition stays and keeps waiting: when no replica reaches
-// the sink, handing partitions around helps no one. Otherwise it returns
-// how long the caller may wait before asking again. While the breaker is
-// open it reads the peers' progress (at most once per their interval),
-// outside b.mu, so that the evidence is there when the wait runs out.
-// A partition that starts during an outage gets its own full wait, in
-// which a probe can close the breaker.
+// matching ErrSinkUnavailable, with peers set, as soon as another replica
+// of the connector is seen committing during this outage
+// (peers.progressing): the sink answers for someone else, who can take
+// the partition over, and each second the partition stays here it is not
+// read (the bound a user gets is 2 × ownership_expiration, and the
+// detection and the other replica's claims take most of it). The evidence
+// itself needs two reads of the store an update_interval apart, both
+// after the outage began: a sink that answers again within that (the
+// breaker's probe closes it) keeps its partitions. Without that evidence
+// the partition stays and keeps waiting: when no replica reaches the sink,
+// handing partitions around helps no one; after waiting after (zero:
+// never) that verdict is logged. Without peers (a runner of its own), the
+// partition is given up once it waited after. Otherwise it returns how
+// long the caller may wait before asking again. While the breaker is open
+// it reads the peers' progress (at most once per their interval), outside
+// b.mu.
 func (b *breaker) giveUpCheck(ctx context.Context, since time.Time, after time.Duration) (time.Duration, error) {
 	if after <= 0 {
 		return time.Hour, nil
@@ -175,25 +197,28 @@ func (b *breaker) giveUpCheck(ctx context.Context, since time.Time, after time.D
 	outage := b.outageSince
 	left := after - time.Since(b.waitStart(since))
 	b.mu.Unlock()
-	next := time.Hour
-	if b.peers != nil {
-		b.peers.observe(ctx, outage)
-		next = b.peers.untilRead()
+	if b.peers == nil {
+		if left > 0 {
+			return max(left, time.Millisecond), nil
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return 0, fmt.Errorf("%w: the circuit breaker has been open for %s, and this partition waited longer than %s (last error: %w)",
+			ErrSinkUnavailable, time.Since(b.outageSince).Round(time.Second), after, b.lastErr)
 	}
-	if left > 0 {
-		return max(min(left, next), time.Millisecond), nil
+	b.peers.observe(ctx, outage)
+	next := max(b.peers.untilRead(), time.Millisecond)
+	if !b.peers.progressing(outage) {
+		if left <= 0 {
+			b.verdict(outage, verdictStay, after)
+		}
+		return next, nil
 	}
-	if b.peers != nil && !b.peers.progressing(outage) {
-		b.verdict(outage, verdictStay, after)
-		return max(next, time.Millisecond), nil
-	}
-	if b.peers != nil {
-		b.verdict(outage, verdictGiveUp, after)
-	}
+	b.verdict(outage, verdictGiveUp, after)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return 0, fmt.Errorf("%w: the circuit breaker has been open for %s, and this partition waited longer than %s (last error: %w)",
-		ErrSinkUnavailable, time.Since(b.outageSince).Round(time.Second), after, b.lastErr)
+	return 0, fmt.Errorf("%w: the circuit breaker has been open for %s, and another replica commits meanwhile (last error: %w)",
+		ErrSinkUnavailable, time.Since(b.outageSince).Round(100*time.Millisecond), b.lastErr)
 }
 
 // What the partitions of a connector whose breaker has been open for the
@@ -218,7 +243,7 @@ func (b *breaker) verdict(outage time.Time, v int, after time.Duration) {
 	switch v {
 	case verdictGiveUp:
 		b.log.Warn("sink unreachable here while peers commit: giving partitions up",
-			"waited_longer_than", after, "error", lastErr)
+			"breaker_open_for", time.Since(outage).Round(100*time.Millisecond), "error", lastErr)
 	case verdictStay:
 		attrs := []any{"waited_longer_than", after, "error", lastErr}
 		if err := b.peers.lastError(); err != nil {

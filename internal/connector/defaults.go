@@ -133,11 +133,26 @@ func (s *Spec) withDefaults() {
 	}
 	e.CircuitBreaker = e.CircuitBreaker.withDefaults()
 	if e.SinkTimeout == 0 {
-		e.SinkTimeout = defaultSinkTimeout
+		e.SinkTimeout = defaultSinkTimeoutFor(src.LoadBalancing.OwnershipExpiration)
 	}
 	if e.DeadLetter.Dir == "" && s.Name != "" {
 		e.DeadLetter.Dir = filepath.Join(defaultDeadLetterRoot, s.Name)
 	}
+}
+
+// defaultSinkTimeoutFor is errors.sink_timeout's default under an
+// ownership expiration: 15s, or a quarter of the expiration when that is
+// shorter. A replica notices a sink that stopped answering only when a
+// call runs out of it, and its partitions stay unread from then until a
+// healthy replica has claimed them; with 15s under a 10s expiration the
+// detection alone would take most of the 2 × ownership_expiration a
+// partition may go unread. A quarter is also what a commit may take
+// before a lease that is not renewed runs out (checkLease).
+func defaultSinkTimeoutFor(expiration time.Duration) time.Duration {
+	if expiration > 0 {
+		return min(defaultSinkTimeout, expiration/4)
+	}
+	return defaultSinkTimeout
 }
 
 // withDefaults returns b with its zero fields set to their defaults.

@@ -350,6 +350,16 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	if s.Errors.SinkTimeout != 15*time.Second {
 		t.Errorf("errors.sink_timeout = %s, want 15s by default", s.Errors.SinkTimeout)
 	}
+	// Under a short ownership expiration, a quarter of it: noticing a sink
+	// that answers nothing must leave room, within 2 × the expiration, for
+	// the hand-over.
+	c3, err := loadYAML(t, strings.Replace(minimal, "eventhub: orders}", "eventhub: orders, load_balancing: {update_interval: 2s, ownership_expiration: 10s}}", 1), testEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c3.Connectors[0].Errors.SinkTimeout; got != 2500*time.Millisecond {
+		t.Errorf("errors.sink_timeout = %s under ownership_expiration 10s, want 2.5s by default", got)
+	}
 	if c.DrainTimeout != 30*time.Second || !reflect.DeepEqual(c.Emulator.Hubs, map[string]int{"orders": 4}) {
 		t.Errorf("drain %s, hubs %v", c.DrainTimeout, c.Emulator.Hubs)
 	}

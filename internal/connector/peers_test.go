@@ -276,13 +276,7 @@ func TestBreakerStaysWithoutPeers(t *testing.T) {
 // is given up (ErrSinkUnavailable), by waitReceive and by acquire.
 func TestBreakerGivesUpWhilePeersCommit(t *testing.T) {
 	store := newFakePeerStore()
-	store.own("1", "other", time.Now())
-	seq := int64(0)
-	store.onRead = func(s *fakePeerStore) {
-		seq++
-		s.seqs["1"] = seq
-		s.owners["1"] = azeventhubs.Ownership{PartitionID: "1", OwnerID: "other", LastModifiedTime: time.Now()}
-	}
+	committingPeer(store)
 	b := breakerWithPeers(t, store)
 	for op, wait := range map[string]func(context.Context, time.Time, time.Duration, func()) error{"waitReceive": b.waitReceive, "acquire": b.acquire} {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a limit, not a measure
@@ -303,5 +297,76 @@ func TestBreakerWithoutPeersGivesUp(t *testing.T) {
 	defer cancel()
 	if err := b.waitReceive(ctx, time.Now(), 10*time.Millisecond, nil); !errors.Is(err, ErrSinkUnavailable) {
 		t.Fatalf("waitReceive returned %v; want ErrSinkUnavailable", err)
+	}
+}
+
+// committingPeer makes store show another replica whose checkpoint
+// advances at every read.
+func committingPeer(store *fakePeerStore) {
+	store.own("1", "other", time.Now())
+	seq := int64(0)
+	store.onRead = func(s *fakePeerStore) {
+		seq++
+		s.seqs["1"] = seq
+		s.owners["1"] = azeventhubs.Ownership{PartitionID: "1", OwnerID: "other", LastModifiedTime: time.Now()}
+	}
+}
+
+// TestBreakerGivesUpOnEvidenceAtOnce: while another replica is seen
+// committing, a partition waiting on the open breaker is given up as soon
+// as the evidence is in, not after the give-up wait (an hour here): each
+// second it stays, it is unread.
+func TestBreakerGivesUpOnEvidenceAtOnce(t *testing.T) {
+	store := newFakePeerStore()
+	committingPeer(store)
+	b := breakerWithPeers(t, store)
+	for op, wait := range map[string]func(context.Context, time.Time, time.Duration, func()) error{"waitReceive": b.waitReceive, "acquire": b.acquire} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a limit, not a measure
+		err := wait(ctx, time.Now(), time.Hour, nil)
+		cancel()
+		if !errors.Is(err, ErrSinkUnavailable) {
+			t.Fatalf("%s returned %v; want ErrSinkUnavailable once a peer is seen committing", op, err)
+		}
+	}
+}
+
+// TestBreakerGivesUpRatherThanProbe: once the open period is over, a
+// caller that may give its partition up (a peer commits) does, instead
+// of taking the probe: a probe over a path that answers nothing holds the
+// partition for a sink timeout at every round. Without peers committing,
+// the caller probes.
+func TestBreakerGivesUpRatherThanProbe(t *testing.T) {
+	for name, tc := range map[string]struct {
+		setup func(*fakePeerStore)
+		want  error
+	}{
+		"peer commits": {committingPeer, ErrSinkUnavailable},
+		"alone":        {func(*fakePeerStore) {}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := newFakePeerStore()
+			tc.setup(store)
+			b := breakerWithPeers(t, store)
+			// the evidence needs two reads after the outage began
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			for b.peers.lastPoll.Sub(b.outageSince) < 20*time.Millisecond && ctx.Err() == nil {
+				b.peers.observe(ctx, b.outageSince)
+				time.Sleep(time.Millisecond)
+			}
+			b.mu.Lock()
+			b.until = time.Now() // the open period is over: the next caller may probe
+			b.mu.Unlock()
+			err := b.acquire(ctx, time.Now(), time.Hour, nil)
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("acquire returned %v; want %v", err, tc.want)
+			}
+			if tc.want == nil && b.state != breakerHalfOpen {
+				t.Errorf("breaker state %d after the probe was taken, want half-open", b.state)
+			}
+			if tc.want != nil && b.state != breakerOpen {
+				t.Errorf("breaker state %d after the caller gave up, want open (no probe taken)", b.state)
+			}
+		})
 	}
 }

@@ -77,8 +77,17 @@ func (r *Runner) callSink(ctx context.Context, fn func(context.Context) error) e
 	cctx, cancel := context.WithTimeoutCause(ctx, r.opts.SinkTimeout, ErrSinkTimeout)
 	defer cancel()
 	err := fn(cctx)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), ErrSinkTimeout) {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if errors.Is(context.Cause(cctx), ErrSinkTimeout) {
 		return sinks.Transient(fmt.Errorf("%w: no answer within %s (errors.sink_timeout): %w", ErrSinkTimeout, r.opts.SinkTimeout, err))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A bound of the sink's own ran out first (a connect timeout
+		// over a path that accepts connections and answers nothing):
+		// no answer either, and as telling as the sink timeout.
+		return sinks.Transient(fmt.Errorf("%w: no answer within the sink's own bound: %w", ErrSinkTimeout, err))
 	}
 	return err
 }

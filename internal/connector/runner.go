@@ -24,7 +24,7 @@ var ErrOwnershipLost = source.ErrOwnershipLost
 
 // ErrSinkUnavailable is matched (errors.Is) by the error of a partition the
 // runner stopped because the connector's circuit breaker stayed open for
-// longer than GiveUpAfter (and, in a connector, another replica is seen
+// longer than GiveUpAfter (in a connector: while another replica is seen
 // committing): what it had not flushed is abandoned (the next
 // owner replays it from the sink's watermark), so that the partition can
 // go to a replica whose sink answers.
@@ -118,9 +118,10 @@ type RunnerOptions struct {
 	// once the circuit breaker has been open that long while the partition
 	// waits on it, so that the partition's lease can go to a replica whose
 	// sink answers. The connector sets it to the ownership expiration, and
-	// gives a partition up only while another replica of the connector is
-	// seen committing (see peers): when no replica reaches the sink, its
-	// partitions stay and wait behind the breaker.
+	// gives a partition up while another replica of the connector is seen
+	// committing (see peers), as soon as that is seen, without waiting
+	// GiveUpAfter; when no replica reaches the sink, its partitions stay
+	// and wait behind the breaker.
 	GiveUpAfter time.Duration
 	// CheckpointEveryEvents and CheckpointEveryInterval space checkpoints
 	// out; if both are zero, every flush is checkpointed. A partition that

@@ -150,3 +150,42 @@ func TestRunnerCancelIsNotSinkFailure(t *testing.T) {
 		t.Errorf("breaker: %d failures, state %d; want none counted", r.brk.failures, r.brk.state)
 	}
 }
+
+// TestRunnerSinkOwnDeadlineIsNoAnswer: a sink call that fails because a
+// bound of the sink's own ran out (pgx's connect timeout over a path that
+// accepts connections and answers nothing: "failed to connect: timeout:
+// context deadline exceeded") before the sink timeout is no answer either:
+// it matches ErrSinkTimeout, transient, and opens the breaker on its own
+// rather than count as one of Failures quick refusals.
+func TestRunnerSinkOwnDeadlineIsNoAnswer(t *testing.T) {
+	r, err := NewRunner(RunnerOptions{Connector: "c", Sink: sinktest.NewMemory(), SinkTimeout: time.Minute,
+		CircuitBreaker: CircuitBreakerSpec{Failures: 5, ProbeInterval: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	var first error
+	stateAtSecond := -1
+	err = r.retry(t.Context(), "flush", nil, func(ctx context.Context) error {
+		calls++
+		if calls == 1 {
+			own, cancel := context.WithTimeout(ctx, time.Millisecond)
+			defer cancel()
+			<-own.Done()
+			return sinks.Transient(fmt.Errorf("failed to connect: timeout: %w", own.Err()))
+		}
+		r.brk.mu.Lock()
+		stateAtSecond, first = r.brk.state, r.brk.lastErr
+		r.brk.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !errors.Is(first, ErrSinkTimeout) || !sinks.IsTransient(first) {
+		t.Errorf("the breaker counted %v; want a transient ErrSinkTimeout", first)
+	}
+	if stateAtSecond != breakerHalfOpen {
+		t.Errorf("breaker state %d at the call after one own-deadline failure; want half-open (it opened on that one)", stateAtSecond)
+	}
+}

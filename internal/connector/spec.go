@@ -212,7 +212,8 @@ type ErrorsSpec struct {
 	// counted by the circuit breaker, reported by readiness. It is what
 	// notices a sink that stopped answering without closing the connection
 	// (a half-open connection, a stuck server). Keep it above the slowest
-	// healthy flush. If zero, 15s.
+	// healthy flush. If zero, 15s, or a quarter of
+	// load_balancing.ownership_expiration when that is shorter.
 	SinkTimeout time.Duration `yaml:"sink_timeout"`
 }
 
