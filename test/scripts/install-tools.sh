@@ -10,6 +10,8 @@
 #     files the sink writes (internal/parquettest/check.mjs). hyparquet
 #     finds columns by path as Spark and Athena do; DuckDB's
 #     parquet_metadata() shows every column chunk's footer.
+#   - icebird, an independent Iceberg reader, which the Iceberg sink's tests
+#     run over the tables the sink commits (from their metadata.json).
 # Every package is pinned. It is idempotent: when every pinned package is
 # already installed at its version, nothing is done, so `make tools` is cheap
 # to run again.
@@ -26,6 +28,7 @@ pins=(
 	"hyparquet@1.33.0"
 	"hyparquet-compressors@1.1.2"
 	"@duckdb/node-api@1.5.6-r.1"
+	"icebird@0.3.1"
 )
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
