@@ -312,6 +312,11 @@ func (p partitionField) transform() (ice.Transform, error) {
 		return ice.IdentityTransform{}, nil
 	}
 	t, err := ice.ParseTransform(p.Transform)
+	switch t.(type) {
+	case ice.IdentityTransform, ice.YearTransform, ice.MonthTransform, ice.DayTransform, ice.HourTransform, ice.BucketTransform, ice.TruncateTransform:
+	default:
+		err = errors.New("not a partition transform")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unknown transform %q (want identity, year, month, day, hour, bucket[N] or truncate[W])", p.Transform)
 	}

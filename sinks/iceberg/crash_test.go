@@ -161,4 +161,3 @@ func countParquet(t *testing.T, dir string) int {
 	}
 	return n
 }
-

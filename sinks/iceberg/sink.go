@@ -233,6 +233,9 @@ func (s *sink) loadOrCreate(ctx context.Context) (*table.Table, error) {
 		table.MetadataDeleteAfterCommitEnabledKey: "true",
 		table.MetadataPreviousVersionsMaxKey:      fmt.Sprint(s.cfg.Maintenance.KeepMetadataFiles),
 		"write.parquet.compression-codec":         "zstd",
+		// Each commit appends a manifest; merged, as Java Iceberg does by
+		// default, the snapshot's manifests do not grow with the commits.
+		table.ManifestMergeEnabledKey: "true",
 	}
 	for k, v := range s.cfg.Properties {
 		props[k] = v
