@@ -194,7 +194,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 			return fail(sinks.Transient(err))
 		}
 	}
-	w.log.Debug("committed", "files", len(w.files), "first_seq", w.first, "last_seq", w.last)
+	w.log.Info("iceberg snapshot committed", "table", w.s.tableName(), "rows", w.record.NumRows(), "files", len(w.files), "first_seq", w.first, "last_seq", w.last)
 	w.reset()
 	w.watermark = pos
 	w.s.maybeMaintain(ctx)
