@@ -1,4 +1,4 @@
-// Command ehsink moves events from Azure Event Hubs into sinks (PostgreSQL,
+// Command ehsink moves events from Azure Event Hubs into sinks (PostgreSQL, Iceberg,
 // Parquet, stdout, custom ones) as declared in connectors.yaml.
 //
 // Usage:
@@ -18,6 +18,7 @@ import (
 
 	"github.com/ehsink/ehsink/cli"
 	"github.com/ehsink/ehsink/cli/devenv"
+	_ "github.com/ehsink/ehsink/sinks/iceberg"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
 	_ "github.com/ehsink/ehsink/sinks/stdout"

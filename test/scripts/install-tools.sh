@@ -13,6 +13,8 @@
 #     files the sink writes (internal/parquettest/check.mjs). hyparquet
 #     finds columns by path as Spark and Athena do; DuckDB's
 #     parquet_metadata() shows every column chunk's footer.
+#   - icebird, an independent Iceberg reader, which the Iceberg sink's tests
+#     run over the tables the sink commits (from their metadata.json).
 # Every package is pinned. It is idempotent: when every pinned package is
 # already installed at its version, nothing is done, so `make tools` is cheap
 # to run again.
@@ -32,6 +34,7 @@ pins=(
 	"@azure/schema-registry@1.3.0"
 	"@azure/schema-registry-avro@1.1.0"
 	"@kafkajs/confluent-schema-registry@4.1.0"
+	"icebird@0.3.1"
 )
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -1,0 +1,410 @@
+package iceberg
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	ice "github.com/apache/iceberg-go"
+
+	"github.com/ehsink/ehsink/internal/config"
+	"github.com/ehsink/ehsink/internal/connstr"
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/sinks"
+	tableshape "github.com/ehsink/ehsink/sinks/table"
+)
+
+// sinkConfig is the `sink:` block of a connector with `type: iceberg`.
+// Catalog, Namespace, Table and Columns are required; Warehouse is
+// required with a sql catalog. [newConfig] returns one with every default
+// set; a zero sinkConfig gets the same defaults from New.
+type sinkConfig struct {
+	// Catalog says where the table is registered.
+	Catalog catalogConfig `yaml:"catalog"`
+	// Namespace holds the table, created if missing; dots separate the
+	// levels of a nested namespace (lake.sales).
+	Namespace string `yaml:"namespace"`
+	// Table is the table's name in Namespace, created if missing with the
+	// columns and the partition spec.
+	Table string `yaml:"table"`
+	// Warehouse is where the data and metadata files go: a local
+	// directory or an Azure Blob container. With a REST catalog it may be
+	// left out when the catalog places tables itself.
+	Warehouse warehouseConfig `yaml:"warehouse"`
+	// Columns maps event values to the table's columns, in the mapping
+	// language shared with the Parquet and PostgreSQL sinks. Required.
+	Columns mapping.Columns `yaml:"columns"`
+	// Explode, when set, makes one row per element of the array at this
+	// JSON path (see [mapping.Options]).
+	Explode mapping.Path `yaml:"explode,omitempty"`
+	// Partition is the partition spec of a table the sink creates, in
+	// order. An existing table keeps its own spec.
+	Partition []partitionField `yaml:"partition,omitempty"`
+	// Properties are table properties set when the sink creates the table.
+	Properties map[string]string `yaml:"properties,omitempty"`
+	// MaxRows commits the rows gathered for a partition once there are at
+	// least this many. If zero, 500,000.
+	MaxRows int64 `yaml:"max_rows"`
+	// MaxBytes commits once the gathered rows' estimated size reaches
+	// this. The rows are held in memory until the commit, so memory is
+	// about max_bytes per partition. If zero, 64MiB.
+	MaxBytes config.ByteSize `yaml:"max_bytes"`
+	// MaxAge commits this long after the first event of a commit was
+	// taken, so that a quiet partition still commits and checkpoints. If
+	// zero, 1m.
+	MaxAge time.Duration `yaml:"max_age"`
+	// Maintenance expires old snapshots and removes orphan files.
+	Maintenance maintenanceConfig `yaml:"maintenance"`
+}
+
+// catalogConfig is the sink's `catalog:` block.
+type catalogConfig struct {
+	// Type is sql (a catalog kept in a SQL database) or rest (an Iceberg
+	// REST catalog: Polaris, Unity, Lakekeeper, Nessie, S3 Tables).
+	// Required.
+	Type string `yaml:"type"`
+	// Name is the catalog's name, kept in a sql catalog's rows. If empty,
+	// ehsink.
+	Name string `yaml:"name"`
+	// Driver is the sql catalog's database: sqlite (a file, for one
+	// machine) or postgres. Required with type sql.
+	Driver string `yaml:"driver"`
+	// URI is the sqlite file's path, the PostgreSQL connection string
+	// (postgres://...), or the REST catalog's base URL. Required.
+	URI secret.String `yaml:"uri"`
+	// Credential is a REST catalog's OAuth2 client credential,
+	// client_id:client_secret.
+	Credential secret.String `yaml:"credential"`
+	// Token is a REST catalog's bearer token.
+	Token secret.String `yaml:"token"`
+	// Warehouse is the warehouse a REST catalog serves (its name or
+	// location, as the catalog asks).
+	Warehouse string `yaml:"warehouse"`
+	// Properties are passed to the catalog as they are (iceberg-go
+	// catalog properties, such as scope or rest.sigv4-enabled).
+	Properties map[string]secret.String `yaml:"properties,omitempty"`
+}
+
+// warehouseConfig is the sink's `warehouse:` block: Dir or Blob.
+type warehouseConfig struct {
+	// Dir is a local directory, created if missing.
+	Dir string `yaml:"dir"`
+	// Blob is an Azure Blob (or ADLS Gen2) container.
+	Blob *blobConfig `yaml:"blob"`
+}
+
+// blobConfig says which Blob container holds the warehouse.
+type blobConfig struct {
+	// Connection is a storage connection string. Required.
+	Connection secret.String `yaml:"connection"`
+	// Container holds the files; it must exist. Required.
+	Container string `yaml:"container"`
+	// Path is the folder in the container under which tables go. If
+	// empty, the container's root.
+	Path string `yaml:"path"`
+}
+
+// partitionField is one field of a partition spec.
+type partitionField struct {
+	// Column is the source column, one of the sink's columns. Required.
+	Column string `yaml:"column"`
+	// Transform is identity, year, month, day, hour (of a timestamp),
+	// bucket[N] or truncate[W]. If empty, identity.
+	Transform string `yaml:"transform"`
+	// Name is the partition field's name. If empty, the column's name for
+	// identity, else column_transform (ts_day, id_bucket).
+	Name string `yaml:"name"`
+}
+
+// maintenanceConfig is the sink's `maintenance:` block.
+type maintenanceConfig struct {
+	// Disabled turns maintenance off (another job does it).
+	Disabled bool `yaml:"disabled"`
+	// Every is how often a sink runs maintenance, after one of its
+	// commits. If zero, 1h.
+	Every time.Duration `yaml:"every"`
+	// KeepSnapshots is how many snapshots expiry always keeps. If zero,
+	// 10.
+	KeepSnapshots int `yaml:"keep_snapshots"`
+	// MaxSnapshotAge expires snapshots older than this beyond
+	// keep_snapshots. If zero, 1h.
+	MaxSnapshotAge time.Duration `yaml:"max_snapshot_age"`
+	// KeepMetadataFiles is how many previous metadata files a table the
+	// sink creates keeps (write.metadata.previous-versions-max, with
+	// write.metadata.delete-after-commit.enabled). If zero, 20.
+	KeepMetadataFiles int `yaml:"keep_metadata_files"`
+	// OrphanAge is how old a file no snapshot references must be before
+	// it is removed as an orphan; younger ones may belong to a commit in
+	// progress. If zero, 1h.
+	OrphanAge time.Duration `yaml:"orphan_age"`
+}
+
+// Defaults, applied by withDefaults.
+const (
+	defaultCatalogName       = "ehsink"
+	defaultMaxRows           = 500_000
+	defaultMaxBytes          = 64 * config.MiB
+	defaultMaxAge            = time.Minute
+	defaultMaintenanceEvery  = time.Hour
+	defaultKeepSnapshots     = 10
+	defaultMaxSnapshotAge    = time.Hour
+	defaultKeepMetadataFiles = 20
+	defaultOrphanAge         = time.Hour
+)
+
+func newConfig() *sinkConfig {
+	c := &sinkConfig{}
+	c.withDefaults()
+	return c
+}
+
+func (c *sinkConfig) withDefaults() {
+	if c.Catalog.Name == "" {
+		c.Catalog.Name = defaultCatalogName
+	}
+	if c.MaxRows == 0 {
+		c.MaxRows = defaultMaxRows
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = defaultMaxBytes
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = defaultMaxAge
+	}
+	m := &c.Maintenance
+	if m.Every == 0 {
+		m.Every = defaultMaintenanceEvery
+	}
+	if m.KeepSnapshots == 0 {
+		m.KeepSnapshots = defaultKeepSnapshots
+	}
+	if m.MaxSnapshotAge == 0 {
+		m.MaxSnapshotAge = defaultMaxSnapshotAge
+	}
+	if m.KeepMetadataFiles == 0 {
+		m.KeepMetadataFiles = defaultKeepMetadataFiles
+	}
+	if m.OrphanAge == 0 {
+		m.OrphanAge = defaultOrphanAge
+	}
+}
+
+// Validate reports every problem of the config as a [*sinks.FieldError]
+// (paths relative to the sink block), joined with errors.Join.
+func (c *sinkConfig) Validate() error {
+	cc := *c
+	cc.withDefaults()
+	var errs []error
+	fe := func(field string, err error) { errs = append(errs, &sinks.FieldError{Field: field, Err: err}) }
+	cat := &cc.Catalog
+	switch cat.Type {
+	case "":
+		fe("catalog.type", errors.New("required (sql or rest)"))
+	case "sql":
+		switch cat.Driver {
+		case "":
+			fe("catalog.driver", errors.New("required with a sql catalog (sqlite or postgres)"))
+		case "sqlite", "postgres":
+		default:
+			fe("catalog.driver", fmt.Errorf("unknown driver %q (want sqlite or postgres)", cat.Driver))
+		}
+		if cat.Credential != "" || cat.Token != "" || cat.Warehouse != "" {
+			fe("catalog", errors.New("credential, token and warehouse are for a rest catalog"))
+		}
+		if cc.Warehouse.Dir == "" && cc.Warehouse.Blob == nil {
+			fe("warehouse", errors.New("required with a sql catalog (dir or blob)"))
+		}
+	case "rest":
+		if cat.Driver != "" {
+			fe("catalog.driver", errors.New("is for a sql catalog"))
+		}
+		if cat.URI != "" {
+			if u, err := url.Parse(cat.URI.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				fe("catalog.uri", errors.New("want the REST catalog's http(s) URL"))
+			}
+		}
+		if cat.Credential != "" && cat.Token != "" {
+			fe("catalog.token", errors.New("set either credential or token, not both"))
+		}
+	default:
+		fe("catalog.type", fmt.Errorf("unknown catalog type %q (want sql or rest)", cat.Type))
+	}
+	if cat.URI == "" {
+		fe("catalog.uri", errors.New("required"))
+	} else if cat.Type == "sql" && cat.Driver == "postgres" && !strings.HasPrefix(cat.URI.Reveal(), "postgres://") && !strings.HasPrefix(cat.URI.Reveal(), "postgresql://") {
+		fe("catalog.uri", errors.New("want a postgres:// connection string"))
+	}
+	if cc.Namespace == "" {
+		fe("namespace", errors.New("required"))
+	} else if strings.HasPrefix(cc.Namespace, ".") || strings.HasSuffix(cc.Namespace, ".") || strings.Contains(cc.Namespace, "..") {
+		fe("namespace", errors.New("empty level"))
+	}
+	if cc.Table == "" {
+		fe("table", errors.New("required"))
+	} else if strings.ContainsAny(cc.Table, "./") {
+		fe("table", errors.New("a table name has no . or /"))
+	}
+	w := &cc.Warehouse
+	if w.Dir != "" && w.Blob != nil {
+		fe("warehouse.blob", errors.New("set either dir or blob, not both"))
+	}
+	if w.Blob != nil {
+		if w.Blob.Connection == "" {
+			fe("warehouse.blob.connection", errors.New("required"))
+		} else if err := connstr.Storage(w.Blob.Connection.Reveal()); err != nil {
+			fe("warehouse.blob.connection", err)
+		} else if _, _, err := blobAccount(w.Blob.Connection.Reveal()); err != nil {
+			fe("warehouse.blob.connection", err)
+		}
+		if w.Blob.Container == "" {
+			fe("warehouse.blob.container", errors.New("required"))
+		}
+	}
+	if err := errors.Join(cc.Columns.Validate(), mapping.Options{Explode: cc.Explode}.Validate(cc.Columns)); err != nil {
+		errs = append(errs, prefixFieldErrors("columns", err))
+	} else {
+		for _, col := range cc.Columns {
+			if _, err := icebergType(col.Type); err != nil {
+				fe("columns."+col.Name+".type", err)
+			}
+		}
+		for i, p := range cc.Partition {
+			field := fmt.Sprintf("partition[%d]", i)
+			if _, err := p.transform(); err != nil {
+				fe(field+".transform", err)
+			}
+			if p.Column == "" {
+				fe(field+".column", errors.New("required"))
+			} else if cc.Columns.Index(p.Column) < 0 {
+				fe(field+".column", fmt.Errorf("%q is not one of the columns", p.Column))
+			}
+		}
+	}
+	if cc.MaxRows < 0 {
+		fe("max_rows", errors.New("must not be negative"))
+	}
+	if cc.MaxBytes < 0 {
+		fe("max_bytes", errors.New("must not be negative"))
+	}
+	if cc.MaxAge < 0 {
+		fe("max_age", errors.New("must not be negative"))
+	}
+	m := &cc.Maintenance
+	for field, neg := range map[string]bool{
+		"maintenance.every": m.Every < 0, "maintenance.keep_snapshots": m.KeepSnapshots < 0,
+		"maintenance.max_snapshot_age": m.MaxSnapshotAge < 0, "maintenance.keep_metadata_files": m.KeepMetadataFiles < 0,
+		"maintenance.orphan_age": m.OrphanAge < 0,
+	} {
+		if neg {
+			fe(field, errors.New("must not be negative"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// transform parses the field's transform.
+func (p partitionField) transform() (ice.Transform, error) {
+	if p.Transform == "" {
+		return ice.IdentityTransform{}, nil
+	}
+	t, err := ice.ParseTransform(p.Transform)
+	switch t.(type) {
+	case ice.IdentityTransform, ice.YearTransform, ice.MonthTransform, ice.DayTransform, ice.HourTransform, ice.BucketTransform, ice.TruncateTransform:
+	default:
+		err = errors.New("not a partition transform")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unknown transform %q (want identity, year, month, day, hour, bucket[N] or truncate[W])", p.Transform)
+	}
+	return t, nil
+}
+
+// name is the partition field's name.
+func (p partitionField) name(t ice.Transform) string {
+	switch {
+	case p.Name != "":
+		return p.Name
+	case p.Transform == "" || p.Transform == "identity":
+		return p.Column
+	}
+	kind, _, _ := strings.Cut(t.String(), "[")
+	return p.Column + "_" + kind
+}
+
+// prefixFieldErrors puts prefix in front of the paths of the field errors
+// in err (a tree of errors.Join), and makes other errors errors of prefix.
+func prefixFieldErrors(prefix string, err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, prefixFieldErrors(prefix, e))
+		}
+		return errors.Join(out...)
+	}
+	var f *sinks.FieldError
+	if errors.As(err, &f) {
+		sep := "."
+		if len(f.Field) > 0 && f.Field[0] == '[' {
+			sep = ""
+		}
+		return &sinks.FieldError{Field: prefix + sep + f.Field, Err: f.Err}
+	}
+	return &sinks.FieldError{Field: prefix, Err: err}
+}
+
+// String describes the destination, never a secret.
+func (c *sinkConfig) String() string {
+	return fmt.Sprintf("%s catalog table %s.%s", c.Catalog.Type, c.Namespace, c.Table)
+}
+
+// TableShape returns the sink's one route, for `ehsink test`.
+func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
+	name := c.Namespace + "." + c.Table
+	return tableshape.Shape{Routes: []tableshape.Route{{Name: name, Dest: name, DestIsTable: true, Columns: c.Columns, Explode: c.Explode}}}, nil
+}
+
+// warehouseLocation is the catalog's warehouse location with the io
+// properties that reach it: a file:// URL of the local directory, or the
+// abfs:// URL of the container with its connection string.
+func (c *sinkConfig) warehouseLocation() (string, map[string]string, error) {
+	w := c.Warehouse
+	switch {
+	case w.Dir != "":
+		abs, err := filepath.Abs(w.Dir)
+		if err != nil {
+			return "", nil, fmt.Errorf("warehouse.dir: %w", err)
+		}
+		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil, nil
+	case w.Blob != nil:
+		conn := w.Blob.Connection.Reveal()
+		account, _, err := blobAccount(conn)
+		if err != nil {
+			return "", nil, fmt.Errorf("warehouse.blob.connection: %w", err)
+		}
+		loc := fmt.Sprintf("abfs://%s@%s.dfs.core.windows.net", w.Blob.Container, account)
+		if p := strings.Trim(w.Blob.Path, "/"); p != "" {
+			loc += "/" + p
+		}
+		return loc, map[string]string{"adls.connection-string." + account: conn}, nil
+	}
+	return "", nil, nil
+}
+
+// blobAccount returns the account name of a storage connection string, and
+// whether it is the development storage (Azurite).
+func blobAccount(conn string) (string, bool, error) {
+	for part := range strings.SplitSeq(conn, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch {
+		case strings.EqualFold(k, "UseDevelopmentStorage") && strings.EqualFold(v, "true"):
+			return "devstoreaccount1", true, nil
+		case strings.EqualFold(k, "AccountName") && v != "":
+			return v, strings.EqualFold(v, "devstoreaccount1"), nil
+		}
+	}
+	return "", false, errors.New("names no AccountName (the account is part of the warehouse's abfs:// location)")
+}

@@ -1,0 +1,120 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+func TestValidateNamesEachField(t *testing.T) {
+	base := func(t *testing.T) *sinkConfig { return newLake(t).config(t) }
+	for _, tc := range []struct {
+		name  string
+		edit  func(c *sinkConfig)
+		field string
+		msg   string
+	}{
+		{"no catalog type", func(c *sinkConfig) { c.Catalog.Type = "" }, "catalog.type", "required"},
+		{"unknown catalog", func(c *sinkConfig) { c.Catalog.Type = "hive" }, "catalog.type", "hive"},
+		{"unknown driver", func(c *sinkConfig) { c.Catalog.Driver = "mysql" }, "catalog.driver", "mysql"},
+		{"no uri", func(c *sinkConfig) { c.Catalog.URI = "" }, "catalog.uri", "required"},
+		{"postgres uri", func(c *sinkConfig) { c.Catalog.Driver = "postgres"; c.Catalog.URI = "host=x" }, "catalog.uri", "postgres://"},
+		{"rest uri", func(c *sinkConfig) { c.Catalog = catalogConfig{Type: "rest", URI: "ftp://x"} }, "catalog.uri", "http"},
+		{"rest token and credential", func(c *sinkConfig) {
+			c.Catalog = catalogConfig{Type: "rest", URI: "https://cat.example", Token: "t", Credential: "a:b"}
+		}, "catalog.token", "not both"},
+		{"no warehouse", func(c *sinkConfig) { c.Warehouse = warehouseConfig{} }, "warehouse", "required"},
+		{"two warehouses", func(c *sinkConfig) {
+			c.Warehouse.Blob = &blobConfig{Connection: secret.String("UseDevelopmentStorage=true"), Container: "lake"}
+		}, "warehouse.blob", "not both"},
+		{"blob without container", func(c *sinkConfig) {
+			c.Warehouse = warehouseConfig{Blob: &blobConfig{Connection: secret.String("UseDevelopmentStorage=true")}}
+		}, "warehouse.blob.container", "required"},
+		{"no namespace", func(c *sinkConfig) { c.Namespace = "" }, "namespace", "required"},
+		{"empty namespace level", func(c *sinkConfig) { c.Namespace = "a..b" }, "namespace", "empty level"},
+		{"dotted table", func(c *sinkConfig) { c.Table = "a.b" }, "table", "."},
+		{"no columns", func(c *sinkConfig) { c.Columns = nil }, "columns", "at least one"},
+		{"decimal without precision", func(c *sinkConfig) {
+			col, _ := mapping.NewColumn("amount", "$.amount", "decimal")
+			c.Columns[c.Columns.Index("amount")] = col
+		}, "columns.amount.type", "precision"},
+		{"unknown transform", func(c *sinkConfig) { c.Partition = []partitionField{{Column: "ts", Transform: "week"}} }, "partition[0].transform", "week"},
+		{"partition of no column", func(c *sinkConfig) { c.Partition = []partitionField{{Column: "nope", Transform: "day"}} }, "partition[0].column", "nope"},
+		{"negative max_rows", func(c *sinkConfig) { c.MaxRows = -1 }, "max_rows", "negative"},
+		{"negative keep_snapshots", func(c *sinkConfig) { c.Maintenance.KeepSnapshots = -1 }, "maintenance.keep_snapshots", "negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base(t)
+			tc.edit(c)
+			err := c.Validate()
+			var fe *sinks.FieldError
+			found := false
+			for _, e := range flatten(err) {
+				if errors.As(e, &fe) && fe.Field == tc.field && strings.Contains(fe.Err.Error(), tc.msg) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("Validate() = %v, want a FieldError %s containing %q", err, tc.field, tc.msg)
+			}
+		})
+	}
+	if err := base(t).Validate(); err != nil {
+		t.Fatalf("the base config: %v", err)
+	}
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
+// TestExistingTableMustFit opens an existing table with columns that do not
+// fit it: the error names the table and the column.
+func TestExistingTableMustFit(t *testing.T) {
+	l := newLake(t)
+	l.newSink(t, nil).Close(context.Background())
+	for _, tc := range []struct {
+		name string
+		edit func(c *sinkConfig)
+		want string
+	}{
+		{"another type", func(c *sinkConfig) {
+			col, _ := mapping.NewColumn("seq", "@sequence_number", "string")
+			c.Columns[c.Columns.Index("seq")] = col
+		}, `column "seq" (string): the table's field is long`},
+		{"unknown column", func(c *sinkConfig) {
+			col, _ := mapping.NewColumn("region", "$.region", "string")
+			c.Columns = append(c.Columns, col)
+		}, `column "region": the table has no such field`},
+		{"required field left out", func(c *sinkConfig) {
+			c.Columns = append(c.Columns[:2:2], c.Columns[3:]...) // seq is required (not nullable)
+		}, `field "seq": the table requires it`},
+		{"nullable into required", func(c *sinkConfig) {
+			c.Columns[c.Columns.Index("seq")].Nullable = true
+		}, `column "seq": the table's field is required`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := l.config(t)
+			tc.edit(c)
+			_, err := newIcebergSink(context.Background(), c, testInfo)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "table lake.orders does not fit") {
+				t.Fatalf("New: %v, want an error naming lake.orders and containing %q", err, tc.want)
+			}
+		})
+	}
+}

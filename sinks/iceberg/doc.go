@@ -1,0 +1,45 @@
+// Package iceberg is the ehsink sink that appends events to an Apache
+// Iceberg table, with exactly-once snapshot commits. Importing it registers
+// the sink type "iceberg". It is built on github.com/apache/iceberg-go:
+// the catalog (sql on SQLite or PostgreSQL, or rest), the data files
+// (Parquet with the table's field IDs and statistics), the manifests, the
+// snapshots and the maintenance are iceberg-go's.
+//
+// # Commits
+//
+// Each partition gathers its rows in memory (about max_bytes per
+// partition) until the runner asks [sinks.Batcher] FlushDue and it says
+// max_rows, max_bytes or max_age is reached. Flush writes the rows to data
+// files and appends them in one snapshot whose summary carries the
+// partition's watermark under
+//
+//	ehsink.<connector>.<eventhub>.<consumergroup>.p<partition> = <seq>,<offset>
+//
+// The data and the watermark become visible in one catalog swap, so there
+// is no instant where one is committed without the other. Each commit
+// carries the other partitions' keys forward from its parent snapshot, so
+// the current snapshot holds every partition's watermark (a snapshot made
+// by another engine that drops them is walked past to its ancestors). Open
+// reads the partition's watermark from there: the sink is authoritative on
+// resume.
+//
+// A commit asserts the table's current snapshot. When another writer
+// committed first, the sink reloads the table and looks at the partition's
+// watermark in the new metadata: if it moved since this writer read it,
+// another owner of the partition committed and this one is stale: it
+// removes its data files and returns [sinks.ErrFenced]. Otherwise the
+// commit is made again on the new metadata, with the same data files.
+// Writers of one sink commit one at a time.
+//
+// Data files are named with a write UUID whose first bytes come from the
+// partition's key. A failed commit removes its files (unless its outcome is
+// unknown); Open removes the partition's unreferenced files older than
+// maintenance.orphan_age, left by a process that died mid-commit.
+//
+// # Maintenance
+//
+// Every maintenance.every, after a commit, the sink expires snapshots
+// (keeping keep_snapshots and those younger than max_snapshot_age) and
+// removes orphan files older than orphan_age; a table it creates keeps
+// keep_metadata_files previous metadata files.
+package iceberg

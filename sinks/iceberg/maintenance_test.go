@@ -1,0 +1,72 @@
+package iceberg
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+// TestMaintenanceBoundsMetadata commits 200 times, with maintenance after
+// every commit and without it, and counts snapshots, metadata files and
+// the table's other files (manifests, manifest lists): with maintenance they stay bounded by the
+// config, without it they grow with the commits. The rows stay whole.
+func TestMaintenanceBoundsMetadata(t *testing.T) {
+	const commits = 200
+	run := func(t *testing.T, edit func(*sinkConfig)) (snapshots, metadataFiles, files int) {
+		l := newLake(t)
+		s := l.newSink(t, edit)
+		clock := time.Now()
+		s.setClock(func() time.Time { return clock })
+		ctx := context.Background()
+		w, _, err := s.Open(ctx, "0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range int64(commits) {
+			if err := w.Write(ctx, sinktest.Events("0", i*5, i*5+4)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			clock = clock.Add(time.Minute)
+		}
+		w.Close(ctx)
+		if got := l.scanSeqs(t)["0"]; len(got) != commits*5 {
+			t.Fatalf("partition 0 holds %d rows, want %d", len(got), commits*5)
+		}
+		tbl := l.loadTable(t)
+		_ = filepath.WalkDir(l.warehousePath(), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.HasSuffix(p, ".parquet") {
+				files++
+				if strings.HasSuffix(p, ".metadata.json") {
+					metadataFiles++
+				}
+			}
+			return err
+		})
+		return len(tbl.Metadata().Snapshots()), metadataFiles, files
+	}
+	snapsOff, metaOff, filesOff := run(t, func(c *sinkConfig) { c.Maintenance.Disabled = true; c.Maintenance.KeepMetadataFiles = 1000 })
+	snaps, meta, files := run(t, func(c *sinkConfig) {
+		c.Maintenance = maintenanceConfig{Every: time.Minute, KeepSnapshots: 5, MaxSnapshotAge: time.Nanosecond, KeepMetadataFiles: 10, OrphanAge: time.Nanosecond}
+	})
+	t.Logf("after %d commits: without maintenance %d snapshots, %d metadata files, %d metadata-side files; with it %d, %d, %d",
+		commits, snapsOff, metaOff, filesOff, snaps, meta, files)
+	if snapsOff != commits || snaps > 5 {
+		t.Errorf("snapshots: %d without maintenance (want %d), %d with (want at most keep_snapshots 5)", snapsOff, commits, snaps)
+	}
+	if metaOff <= commits || meta > 11 {
+		t.Errorf("metadata files: %d without maintenance (want over %d), %d with (want at most keep_metadata_files 10 + 1)", metaOff, commits, meta)
+	}
+	// A data file per commit stays (compaction is another job's); the
+	// manifests are merged and the expired snapshots' manifest lists go.
+	if files > 130 || filesOff < 3*commits {
+		t.Errorf("metadata-side files: %d with maintenance (want at most 130), %d without (want at least %d)", files, filesOff, 3*commits)
+	}
+}

@@ -1,0 +1,393 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+// Steps of a commit, as the test hook sees them.
+const (
+	stepDataWritten     = "data written"
+	stepManifestWritten = "manifest written"
+	stepBeforeSwap      = "before catalog swap"
+	stepAfterSwap       = "after catalog swap"
+)
+
+// maxCommitAttempts bounds the retries of a commit that lost the race for
+// the table to other writers; the Flush then fails as transient and the
+// runner calls it again.
+const maxCommitAttempts = 20
+
+// writer writes one partition: the rows gathered since the last commit,
+// in memory, and the range they cover. It is used by one goroutine at a
+// time, as sinks.Writer says.
+type writer struct {
+	s         *sink
+	log       *slog.Logger
+	partition string
+	key       string // the summary key of its watermark
+	tag       [6]byte
+	// watermark is the last committed position, nil before the first.
+	watermark *sinks.Position
+	rows      *rowBuilder
+	open      bool // a commit is being gathered
+	first     int64
+	last      int64
+	lastOff   string
+	openedAt  time.Time
+	// record holds the gathered rows once Flush took them from rows, until
+	// the commit; files are the data files written from it.
+	record  arrow.RecordBatch
+	written bool
+	files   []ice.DataFile
+	// ambiguous says a commit attempt ended without knowing whether the
+	// catalog took it: the files are then never removed by this writer.
+	ambiguous bool
+	vals      []any
+	closed    bool
+}
+
+var (
+	_ sinks.Writer  = (*writer)(nil)
+	_ sinks.Batcher = (*writer)(nil)
+)
+
+// Write maps each event to rows and gathers them for the next commit.
+// Events that do not map (a missing field, a value of the wrong type) are
+// reported in a *sinks.BatchError and left out; the commit's range still
+// covers them, as the runner dead-letters them before the Flush.
+func (w *writer) Write(_ context.Context, events []sinks.Event) error {
+	if w.closed {
+		return sinks.ErrClosed
+	}
+	if w.record != nil {
+		return errors.New("write after a failed flush: flush again first")
+	}
+	var failed []sinks.EventError
+	for i := range events {
+		e := &events[i]
+		if dedupe.Covers(w.watermark, e.SequenceNumber) || w.open && e.SequenceNumber <= w.last {
+			w.log.Warn("skipping event already taken", "seq", e.SequenceNumber)
+			continue
+		}
+		if err := w.writeEvent(e); err != nil {
+			failed = append(failed, sinks.EventError{Index: i, Err: err})
+		}
+		if !w.open {
+			w.open, w.first, w.openedAt = true, e.SequenceNumber, w.s.now()
+		}
+		w.last, w.lastOff = e.SequenceNumber, e.Offset
+	}
+	if len(failed) > 0 {
+		return &sinks.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// writeEvent adds the rows of e; an error is the event's. An exploded
+// element that does not map fails the event and its other rows are kept.
+func (w *writer) writeEvent(e *sinks.Event) error {
+	rows, err := w.s.mapper.Rows(e)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	n := len(w.s.cfg.Columns)
+	if cap(w.vals) < n {
+		w.vals = make([]any, n)
+	}
+	vals := w.vals[:n]
+	var first error
+	for j := range rows.Len() {
+		err := rows.Map(j, vals)
+		if err == nil {
+			err = w.rows.check(vals)
+		}
+		if err != nil {
+			if rows.Exploded() {
+				err = &mapping.ElementError{Index: j, Err: err}
+			}
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		w.rows.add(vals)
+	}
+	return first
+}
+
+// FlushDue reports whether the gathered rows should be committed: there
+// are max_rows of them, their estimated size reached max_bytes, or the
+// first was taken max_age ago.
+func (w *writer) FlushDue(now time.Time) bool {
+	if !w.open || w.closed {
+		return false
+	}
+	c := &w.s.cfg
+	return w.rows.rows >= c.MaxRows || w.rows.bytes >= int64(c.MaxBytes) || !now.Before(w.openedAt.Add(c.MaxAge))
+}
+
+// Flush commits the gathered rows as one Iceberg snapshot: it writes them
+// to Parquet data files (iceberg-go's WriteRecords, with the table's field
+// IDs and statistics), then appends the files in one commit whose
+// snapshot summary carries the partition's new watermark. The commit
+// asserts the table's current snapshot: if another writer committed
+// first, the table is reloaded and, unless that writer advanced this
+// partition's watermark (this writer is then a stale owner: it removes its
+// files and returns sinks.ErrFenced), the commit is made again on the new
+// metadata with the same files. A failed Flush keeps the rows and files;
+// calling Flush again retries the commit.
+func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
+	if w.closed {
+		return nil, sinks.ErrClosed
+	}
+	if !w.open {
+		return w.watermark, nil
+	}
+	pos := &sinks.Position{SequenceNumber: w.last, Offset: w.lastOff}
+	fail := func(err error) (*sinks.Position, error) {
+		return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, w.first, w.last, err)
+	}
+	if w.record == nil {
+		w.record = w.rows.record()
+	}
+	if !w.written {
+		if err := w.writeFiles(ctx); err != nil {
+			return fail(sinks.Transient(err))
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		done, err := w.commit(ctx, pos)
+		if done {
+			break
+		}
+		var injected *stepError
+		if errors.Is(err, sinks.ErrFenced) || errors.As(err, &injected) {
+			return fail(err)
+		}
+		if attempt >= maxCommitAttempts {
+			return fail(sinks.Transient(err))
+		}
+		// Lost the race to another writer (the catalog refused the
+		// requirement), or the answer was lost: look again, on the
+		// catalog's current metadata, which also tells whether a commit
+		// whose answer was lost went through.
+		w.log.Debug("commit refused; reloading the table", "attempt", attempt, "err", err)
+		if err := backoff(ctx, attempt); err != nil {
+			return fail(sinks.Transient(err))
+		}
+		if _, err := w.s.refresh(ctx); err != nil {
+			return fail(sinks.Transient(err))
+		}
+	}
+	w.log.Info("iceberg snapshot committed", "table", w.s.tableName(), "rows", w.record.NumRows(), "files", len(w.files), "first_seq", w.first, "last_seq", w.last)
+	w.reset()
+	w.watermark = pos
+	w.s.maybeMaintain(ctx)
+	return pos, nil
+}
+
+// writeFiles writes the gathered rows to data files of the table.
+func (w *writer) writeFiles(ctx context.Context) error {
+	var files []ice.DataFile
+	if w.record.NumRows() > 0 {
+		tbl := w.s.current()
+		w.record.Retain() // WriteRecords releases what it takes; a retry needs it again
+		rec := w.record
+		records := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+		for df, err := range table.WriteRecords(ctx, tbl, w.s.arrow, records, table.WithWriteUUID(writeUUID(w.tag))) {
+			if err != nil {
+				w.removeFiles(ctx, tbl, files)
+				return fmt.Errorf("write data files: %w", err)
+			}
+			files = append(files, df)
+		}
+	}
+	w.files, w.written = files, true
+	if err := w.s.step(stepDataWritten); err != nil {
+		w.ambiguous = true
+		return err
+	}
+	return nil
+}
+
+// commit makes one attempt at committing the files up to pos. It reports
+// done when the table holds them (this attempt's, or an earlier one whose
+// outcome was unknown).
+func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) {
+	s := w.s
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	tbl := s.tbl
+	cur, err := watermarkOf(tbl.Metadata(), w.key)
+	if err != nil {
+		return false, err
+	}
+	if !samePosition(cur, w.watermark) {
+		if w.ambiguous && cur != nil && cur.SequenceNumber == pos.SequenceNumber {
+			// An earlier attempt whose answer was lost went through.
+			return true, nil
+		}
+		w.discard(ctx, tbl)
+		return false, fmt.Errorf("another writer committed this partition up to %s since this one's watermark %s: %w",
+			describe(cur), describe(w.watermark), sinks.ErrFenced)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
+		return false, err
+	}
+	props := summaryProps(tbl.Metadata(), w.key, pos)
+	if len(w.files) > 0 {
+		err = tx.AddDataFiles(ctx, w.files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
+	} else {
+		// Only events without rows (dead letters, empty arrays): a snapshot
+		// without files still moves the watermark.
+		err = tx.AddFiles(ctx, nil, props, false)
+	}
+	if err != nil {
+		return false, fmt.Errorf("prepare the snapshot: %w", err)
+	}
+	if err := s.step(stepManifestWritten); err != nil {
+		w.ambiguous = true
+		return false, err
+	}
+	if err := s.step(stepBeforeSwap); err != nil {
+		w.ambiguous = true
+		return false, err
+	}
+	newTbl, err := tx.Commit(ctx)
+	if err != nil {
+		// A conflict the catalog reports as such (ErrCommitFailed) made
+		// nothing. Anything else may have been applied: the SQL catalog
+		// reports a refused requirement without the sentinel, and a REST
+		// catalog may time out after applying the commit. The next attempt
+		// finds out from the metadata; the files are kept.
+		if !errors.Is(err, table.ErrCommitFailed) {
+			w.ambiguous = true
+		}
+		return false, fmt.Errorf("commit to table %s: %w", s.tableName(), err)
+	}
+	s.tbl = newTbl
+	if err := s.step(stepAfterSwap); err != nil {
+		w.ambiguous = true
+		return false, err
+	}
+	return true, nil
+}
+
+func samePosition(a, b *sinks.Position) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.SequenceNumber == b.SequenceNumber
+}
+
+func describe(p *sinks.Position) string {
+	if p == nil {
+		return "none"
+	}
+	return p.String()
+}
+
+// Close drops the gathered rows, and the files of a commit that was not
+// made. Close is idempotent.
+func (w *writer) Close(ctx context.Context) error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	w.discard(ctx, w.s.current())
+	w.rows.release()
+	return nil
+}
+
+// discard drops the open commit: its rows and, unless a commit attempt of
+// them had an unknown outcome, its data files.
+func (w *writer) discard(ctx context.Context, tbl *table.Table) {
+	if w.written && !w.ambiguous {
+		w.removeFiles(ctx, tbl, w.files)
+	}
+	if w.open && w.record == nil {
+		w.record = w.rows.record() // empties the builder
+	}
+	w.reset()
+}
+
+// reset forgets the open commit after it was made or dropped.
+func (w *writer) reset() {
+	if w.record != nil {
+		w.record.Release()
+		w.record = nil
+	}
+	w.open, w.written, w.files, w.ambiguous = false, false, nil, false
+}
+
+// removeFiles removes data files that no commit references.
+func (w *writer) removeFiles(ctx context.Context, tbl *table.Table, files []ice.DataFile) {
+	if len(files) == 0 {
+		return
+	}
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		w.log.Warn("removing uncommitted data files", "err", err)
+		return
+	}
+	for _, f := range files {
+		if err := fsys.Remove(f.FilePath()); err != nil && !isNotExist(err) {
+			w.log.Warn("removing uncommitted data file", "file", f.FilePath(), "err", err)
+		}
+	}
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// step runs the test hook at a step of a commit.
+func (s *sink) step(name string) error {
+	if s.hook == nil {
+		return nil
+	}
+	if err := s.hook(name); err != nil {
+		return &stepError{step: name, err: err}
+	}
+	return nil
+}
+
+// stepError is a failure the test hook injected at a step of a commit: the
+// Flush stops there, as the process would have.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// backoff waits before commit attempt n+1: a little longer each time, with
+// jitter, so that writers of several processes stop colliding.
+func backoff(ctx context.Context, n int) error {
+	d := time.Duration(n*n) * 10 * time.Millisecond
+	d = min(d, 2*time.Second)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
