@@ -41,6 +41,31 @@ const maxEmptyItems = 1 << 20
 
 // checkBlock refuses a block of n items that the body cannot hold: every
 // item but an empty one takes at least a byte.
+// eachItem reads the blocks of an array or map, calling fn once per item
+// (first tells the first), each block checked against what the body can
+// hold before its items are read.
+func (r *reader) eachItem(items *op, fn func(first bool) error) error {
+	first := true
+	for {
+		n, _ := r.ReadBlockHeader()
+		if r.Error != nil {
+			return r.Error
+		}
+		if n == 0 {
+			return nil
+		}
+		if err := r.checkBlock(n, items); err != nil {
+			return err
+		}
+		for ; n > 0; n-- {
+			if err := fn(first); err != nil {
+				return err
+			}
+			first = false
+		}
+	}
+}
+
 func (r *reader) checkBlock(n int64, items *op) error {
 	limit := int64(r.size)
 	if items.wire == wNull || (items.wire == wRecord && len(items.fields) == 0) {
@@ -151,65 +176,38 @@ func appendValue(dst []byte, r *reader, o *op, depth int) ([]byte, error) {
 		return append(dst, o.symbols[i]...), nil
 	case wArray:
 		dst = append(dst, '[')
-		first := true
-		for {
-			n, _ := r.ReadBlockHeader()
-			if r.Error != nil {
-				return dst, r.Error
+		err := r.eachItem(o.items, func(first bool) (err error) {
+			if !first {
+				dst = append(dst, ',')
 			}
-			if n == 0 {
-				break
+			if dst, err = appendValue(dst, r, o.items, depth+1); err != nil {
+				return err
 			}
-			if err := r.checkBlock(n, o.items); err != nil {
-				return dst, err
-			}
-			for ; n > 0; n-- {
-				if !first {
-					dst = append(dst, ',')
-				}
-				first = false
-				var err error
-				if dst, err = appendValue(dst, r, o.items, depth+1); err != nil {
-					return dst, err
-				}
-				if r.Error != nil {
-					return dst, r.Error
-				}
-			}
+			return r.Error
+		})
+		if err != nil {
+			return dst, err
 		}
 		return append(dst, ']'), nil
 	case wMap:
 		dst = append(dst, '{')
-		first := true
-		for {
-			n, _ := r.ReadBlockHeader()
+		err := r.eachItem(o.items, func(first bool) (err error) {
+			if !first {
+				dst = append(dst, ',')
+			}
+			k := r.bytes()
 			if r.Error != nil {
-				return dst, r.Error
+				return r.Error
 			}
-			if n == 0 {
-				break
+			if dst, err = appendString(dst, k); err != nil {
+				return err
 			}
-			if err := r.checkBlock(n, o.items); err != nil {
-				return dst, err
-			}
-			for ; n > 0; n-- {
-				if !first {
-					dst = append(dst, ',')
-				}
-				first = false
-				k := r.bytes()
-				if r.Error != nil {
-					return dst, r.Error
-				}
-				var err error
-				if dst, err = appendString(dst, k); err != nil {
-					return dst, err
-				}
-				dst = append(dst, ':')
-				if dst, err = appendValue(dst, r, o.items, depth+1); err != nil {
-					return dst, err
-				}
-			}
+			dst = append(dst, ':')
+			dst, err = appendValue(dst, r, o.items, depth+1)
+			return err
+		})
+		if err != nil {
+			return dst, err
 		}
 		return append(dst, '}'), nil
 	case wRecord:
