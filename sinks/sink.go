@@ -109,6 +109,17 @@ type DeadLetterer interface {
 	DeadLetter(ctx context.Context, letters []DeadLetter) error
 }
 
+// Trimmer is implemented by writers that, rather than returning
+// [ErrFenced], drop at Flush what another writer of the partition already
+// committed and commit the rest. The runner counts the dropped events as
+// skipped, not committed, so that the replicas' committed counts add up
+// to what the destination holds.
+type Trimmer interface {
+	// Trimmed reports how many of the events committed by the last
+	// successful Flush were dropped so, each event counted once.
+	Trimmed() int
+}
+
 // Batcher is implemented by writers that gather several batches into one
 // commit, such as a Parquet file that rolls on size or age. The runner then
 // flushes only when FlushDue says so (and always on shutdown), and

@@ -253,10 +253,17 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	if wm != nil {
 		seq = &wm.SequenceNumber
 	}
-	pr.met.flushed(pr.unflushed, seq, time.Since(start))
+	committed := pr.unflushed
+	if t, ok := pr.p.(sinks.Trimmer); ok {
+		// another writer committed these first (a steal): theirs, not ours
+		n := min(t.Trimmed(), committed)
+		committed -= n
+		pr.met.skippedEvents(n)
+	}
+	pr.met.flushed(committed, seq, time.Since(start))
 	pr.sinceCkpt += pr.unflushed
 	pr.wmMu.Lock()
-	pr.stat.committed += int64(pr.unflushed)
+	pr.stat.committed += int64(committed)
 	pr.stat.lastCommit = r.opts.now()
 	if wm != nil && (pr.watermark == nil || wm.SequenceNumber > pr.watermark.SequenceNumber) {
 		pr.watermark = wm
@@ -288,7 +295,7 @@ func (pr *partitionRun) checkLease() error {
 	if g := pr.r.opts.GiveUpAfter / 4; g > 0 && (margin <= 0 || g < margin) {
 		margin = g
 	}
-	if left := time.Until(at); left < margin {
+	if left := at.Sub(pr.r.opts.now()); left < margin {
 		return fmt.Errorf("%w: the partition's lease was not renewed and runs out in %s (at %s), less than a commit may take (%s): not committing",
 			ErrOwnershipLost, left.Round(time.Millisecond), at.Format(time.RFC3339Nano), margin)
 	}

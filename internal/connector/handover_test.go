@@ -39,36 +39,45 @@ func (p *leasedPartition) LeaseExpiry() (time.Time, bool) {
 // out: the partition ends matching ErrOwnershipLost, what it held is
 // abandoned, and every commit happened while the lease had at least the
 // margin left. Without the check it keeps committing on an expired lease.
+// The runner's clock moves 100 ms per commit and only then, so the check
+// and the commit read the same time.
 func TestRunnerStopsCommittingBeforeLeaseRunsOut(t *testing.T) {
 	mem := sinktest.NewMemory()
-	const expiration = 2 * time.Second
+	const (
+		expiration = 2 * time.Second
+		step       = 100 * time.Millisecond
+	)
 	var (
 		p         *leasedPartition
+		clock     atomic.Int64 // unix nanoseconds
 		commits   atomic.Int32
 		lateAfter atomic.Int64 // commits made with less than the margin left
 	)
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	mem.SetFault(func(at sinktest.FaultPoint, _ string) error {
 		if at != sinktest.BeforeCommit {
 			return nil
 		}
 		if n := commits.Add(1); n == 3 {
 			// the last renewal: the lease now runs out in one expiration
-			p.expiry.Store(time.Now().Add(expiration).UnixNano())
+			p.expiry.Store(now().Add(expiration).UnixNano())
 		} else if n < 3 {
-			p.expiry.Store(time.Now().Add(time.Hour).UnixNano())
+			p.expiry.Store(now().Add(time.Hour).UnixNano())
 		}
-		if left := time.Until(time.Unix(0, p.expiry.Load())); left < expiration/4 {
+		if left := time.Unix(0, p.expiry.Load()).Sub(now()); left < expiration/4 {
 			lateAfter.Add(1)
 		}
+		clock.Add(int64(step))
 		return nil
 	})
 	r, _ := NewRunner(RunnerOptions{Connector: "c", Sink: mem, SinkTimeout: time.Minute, GiveUpAfter: expiration,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler), now: now})
 	store := &memCheckpoints{pos: map[string]sinks.Position{}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p = &leasedPartition{memPartition: newMemPartition("0", 1, store, rand.New(rand.NewPCG(51, 52)), cancel)}
-	p.expiry.Store(time.Now().Add(time.Hour).UnixNano())
+	p.expiry.Store(now().Add(time.Hour).UnixNano())
 	err := r.RunPartition(ctx, p)
 	if !errors.Is(err, ErrOwnershipLost) {
 		t.Fatalf("RunPartition = %v, want ErrOwnershipLost once the lease runs out", err)
@@ -79,7 +88,7 @@ func TestRunnerStopsCommittingBeforeLeaseRunsOut(t *testing.T) {
 	if n := lateAfter.Load(); n != 0 {
 		t.Errorf("%d commits started with less than a quarter of the expiration left on the lease", n)
 	}
-	t.Logf("stopped %s before the lease ran out, after %d commits", time.Until(time.Unix(0, p.expiry.Load())).Round(time.Millisecond), commits.Load())
+	t.Logf("stopped %s before the lease ran out, after %d commits", time.Unix(0, p.expiry.Load()).Sub(now()), commits.Load())
 }
 
 // TestBreakerHoldsClaimsUntilItCloses: a sink timeout opens the breaker at

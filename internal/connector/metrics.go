@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "ehsink_events_committed_total", Help: "Events the sink committed.",
 		}, partition),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ehsink_events_skipped_total", Help: "Replayed events dropped because the sink's watermark already covered them.",
+			Name: "ehsink_events_skipped_total", Help: "Replayed events dropped because the sink's watermark already covered them, or another writer committed them first.",
 		}, partition),
 		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ehsink_events_filtered_total", Help: "Events the connector's filter dropped before the sink (not dead letters).",

@@ -63,6 +63,9 @@ type writer struct {
 	// skipped is the last event taken that writes nothing (a Debezium
 	// tombstone): the flush moves the watermark over it.
 	skipped *sinks.Position
+	// trimming counts the events dropCovered took out since the last
+	// commit; trimmed is what the last commit's count came to (Trimmed).
+	trimming, trimmed int
 	// raw holds the bodies of the buffered rows' events (keptEvent.body).
 	raw    []byte
 	closed bool
@@ -382,6 +385,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		to, err := w.commit(ctx)
 		if err == nil {
 			w.wm = &to
+			w.trimmed, w.trimming = w.trimming, 0
 			w.reset()
 			w.s.cleanTombstones(ctx, time.Now())
 			break
@@ -467,34 +471,50 @@ func (w *writer) reset() {
 
 // dropCovered removes buffered rows and letters at or below the watermark.
 func (w *writer) dropCovered() {
+	// An event may be several rows (routes, explode) or a dead letter; it
+	// is counted once, by its sequence number. This runs only when
+	// another writer committed the partition, so the set costs nothing
+	// on the hot path.
+	events := map[int64]struct{}{}
+	covered := func(pos sinks.Position) bool {
+		if dedupe.Covers(w.wm, pos.SequenceNumber) {
+			events[pos.SequenceNumber] = struct{}{}
+			return true
+		}
+		return false
+	}
 	for _, b := range w.bufs {
 		keep := 0
 		for i := range b.n {
-			if !dedupe.Covers(w.wm, b.rows[i].pos.SequenceNumber) {
+			if !covered(b.rows[i].pos) {
 				b.rows[keep], b.rows[i] = b.rows[i], b.rows[keep]
 				keep++
 			}
 		}
 		b.n = keep
 	}
-	if w.skipped != nil && dedupe.Covers(w.wm, w.skipped.SequenceNumber) {
+	if w.skipped != nil && covered(*w.skipped) {
 		w.skipped = nil
 	}
 	dead := w.dead[:0]
 	for _, d := range w.dead {
-		if !dedupe.Covers(w.wm, d.pos.SequenceNumber) {
+		if !covered(d.pos) {
 			dead = append(dead, d)
 		}
 	}
 	w.dead = dead
 	rejected := w.rejected[:0]
 	for _, r := range w.rejected {
-		if !dedupe.Covers(w.wm, r.pos.SequenceNumber) {
+		if !covered(r.pos) {
 			rejected = append(rejected, r)
 		}
 	}
 	w.rejected = rejected
+	w.trimming += len(events)
 }
+
+// Trimmed implements sinks.Trimmer.
+func (w *writer) Trimmed() int { return w.trimmed }
 
 // newTarget is the position the flush moves the watermark to: the
 // highest buffered (sequence number -1 when nothing is).
