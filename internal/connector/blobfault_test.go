@@ -28,6 +28,7 @@ import (
 // retries of several renewal attempts, well past the expiry. After the
 // heal every event is in the table once.
 func TestBlobBlackholeStopsCommitsBeforeLeasesExpire(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	const (
 		events     = 2000
 		expiration = 5 * time.Second

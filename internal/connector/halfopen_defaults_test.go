@@ -218,6 +218,7 @@ func TestHalfOpenPostgresAtDefaults(t *testing.T) {
 		{"blackhole inside a transaction", faultproxy.Fault{BlackholeOnReply: []byte("Z\x00\x00\x00\x05T")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // the two faults wait on timers side by side
 			ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 			defer cancel()
 			_, conn := startHub(t, "orders", partitions)

@@ -191,6 +191,7 @@ func watchCommits(t *testing.T, ctx context.Context, events int, bound time.Dura
 // timeout + the ownership expiration + two update intervals + 5s of
 // slack. The longest gap is logged. Every event ends in the table once.
 func TestHandOverWhenOneReplicaLosesItsSink(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	const (
 		events     = 3000
 		expiration = 10 * time.Second

@@ -150,6 +150,7 @@ func (r *pgFaultRun) healAndFinish(t *testing.T, ctx context.Context, events int
 //     end it: a second session takes that lock within the ownership
 //     expiration (without the setting, it waits for hours).
 func TestPostgresNetworkFaults(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	const events, rate = 1500, 150
 	for _, tc := range []struct {
 		name  string

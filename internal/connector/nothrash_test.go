@@ -54,6 +54,7 @@ func (h notStartedHandler) WithGroup(string) slog.Handler      { return h }
 // replica may make at most 8 such claims (one per round would be about
 // 30). After the heal every partition commits again.
 func TestNoThrashWhenNoReplicaReachesTheSink(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	const expiration = 6 * time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()

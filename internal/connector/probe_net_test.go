@@ -20,6 +20,7 @@ import (
 // take both partitions over and commit every event once, long before the
 // open period ends.
 func TestIdleReplicaRejoinsWhenItsSinkAnswers(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	const (
 		events     = 1500
 		expiration = 6 * time.Second

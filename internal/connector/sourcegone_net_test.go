@@ -24,6 +24,7 @@ import (
 // intervals (the first failed call) + the ownership expiration + two
 // update intervals + 5 s. Every event ends in the table once.
 func TestHandOverWhenOneReplicaLosesEventHubs(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	const (
 		events     = 2500
 		expiration = 6 * time.Second

@@ -95,6 +95,7 @@ func (h stayPutHandler) WithGroup(g string) slog.Handler {
 // store keeps its owner and stays renewed. After the heal every event is
 // in the table once.
 func TestPartitionsStayPutWhenNoReplicaReachesTheSink(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	const (
 		events     = 3000
 		expiration = 4 * time.Second

@@ -25,6 +25,7 @@ import (
 // every checkpoint to the sink's watermark: a quiet partition must not keep
 // its checkpoint (and the lag it reports) behind its sink.
 func TestQuietPartitionCheckpointAfterStoreOutage(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	az := testenv.NewPersistentAzurite(t, t.TempDir())
 	_, conn := startHub(t, "orders", 2)
 	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
@@ -136,6 +137,7 @@ func TestQuietPartitionCheckpointAfterStoreOutage(t *testing.T) {
 // namespace down at start, instead of failing its connectors; once the
 // store is back it reads every event.
 func TestCheckpointStoreDownAtStartWaits(t *testing.T) {
+	t.Parallel() // a fault test waits on timers, not CPU: the package runs them together
 	az := testenv.NewPersistentAzurite(t, t.TempDir())
 	az.Stop()
 	_, conn := startHub(t, "orders", 2)
