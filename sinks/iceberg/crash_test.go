@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildDir); dir != "" {
 		os.Exit(crashChild(dir, os.Getenv(crashChildStep)))
 	}
-	os.Exit(m.Run())
+	testenv.Main(m)
 }
 
 func crashChild(dir, step string) int {

@@ -14,10 +14,12 @@ import (
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// lake is a test's catalog and warehouse: a SQLite catalog file and a
-// local warehouse directory, fresh per test.
+// lake is a test's catalog and warehouse: a SQLite catalog file (or the
+// PostgreSQL database at catalogDSN) and a local warehouse directory,
+// fresh per test.
 type lake struct {
-	dir string
+	dir        string
+	catalogDSN string
 }
 
 func newLake(t *testing.T) *lake {
@@ -33,6 +35,9 @@ func (l *lake) config(t testing.TB) *sinkConfig {
 	t.Helper()
 	c := newConfig()
 	c.Catalog = catalogConfig{Type: "sql", Driver: "sqlite", URI: secret.String(l.catalogPath()), Name: "ehsink"}
+	if l.catalogDSN != "" {
+		c.Catalog.Driver, c.Catalog.URI = "postgres", secret.String(l.catalogDSN)
+	}
 	c.Namespace = "lake"
 	c.Table = "orders"
 	c.Warehouse.Dir = l.warehousePath()

@@ -95,12 +95,12 @@ func newIcebergSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (_ *s
 		return fail(err)
 	}
 	if err := s.openCatalog(ctx); err != nil {
-		return fail(err)
+		return fail(unreachable(err))
 	}
 	ns := catalog.ToIdentifier(strings.Split(c.Namespace, ".")...)
 	s.ident = append(ns, c.Table)
 	if err := s.ensureNamespace(ctx, ns); err != nil {
-		return fail(err)
+		return fail(unreachable(err))
 	}
 	if s.tbl, err = s.loadOrCreate(ctx); err != nil {
 		return fail(err)
@@ -219,7 +219,7 @@ func (s *sink) loadOrCreate(ctx context.Context) (*table.Table, error) {
 		return tbl, nil
 	}
 	if !errors.Is(err, catalog.ErrNoSuchTable) {
-		return nil, fmt.Errorf("load table %s: %w", s.tableName(), err)
+		return nil, fmt.Errorf("load table %s: %w", s.tableName(), unreachable(err))
 	}
 	sc, err := newSchema(s.cfg.Columns)
 	if err != nil {
@@ -246,7 +246,7 @@ func (s *sink) loadOrCreate(ctx context.Context) (*table.Table, error) {
 		tbl, err = s.cat.LoadTable(ctx, s.ident)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create table %s: %w", s.tableName(), err)
+		return nil, fmt.Errorf("create table %s: %w", s.tableName(), unreachable(err))
 	}
 	s.log.Info("created iceberg table", "table", s.tableName(), "location", tbl.Location())
 	return tbl, nil
@@ -283,7 +283,7 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	}
 	tbl, err := s.refresh(ctx)
 	if err != nil {
-		return fail(err)
+		return fail(unreachable(err))
 	}
 	w := &writer{s: s, partition: partition, key: watermarkKey(s.info, partition), log: s.log.With("partition", partition)}
 	w.tag = fileTag(w.key)
@@ -291,7 +291,7 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return fail(err)
 	}
 	if err := s.removeUncommitted(ctx, tbl, w.tag); err != nil {
-		return fail(err)
+		return fail(unreachable(err))
 	}
 	w.rows = newRowBuilder(s.cfg.Columns, s.arrow)
 	return w, w.watermark, nil

@@ -167,7 +167,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	}
 	if !w.written {
 		if err := w.writeFiles(ctx); err != nil {
-			return fail(sinks.Transient(err))
+			return fail(unreachable(err))
 		}
 	}
 	for attempt := 1; ; attempt++ {
@@ -180,7 +180,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 			return fail(err)
 		}
 		if attempt >= maxCommitAttempts {
-			return fail(sinks.Transient(err))
+			return fail(unreachable(err))
 		}
 		// Lost the race to another writer (the catalog refused the
 		// requirement), or the answer was lost: look again, on the
@@ -188,10 +188,10 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		// whose answer was lost went through.
 		w.log.Debug("commit refused; reloading the table", "attempt", attempt, "err", err)
 		if err := backoff(ctx, attempt); err != nil {
-			return fail(sinks.Transient(err))
+			return fail(unreachable(err))
 		}
 		if _, err := w.s.refresh(ctx); err != nil {
-			return fail(sinks.Transient(err))
+			return fail(unreachable(err))
 		}
 	}
 	w.log.Info("iceberg snapshot committed", "table", w.s.tableName(), "rows", w.record.NumRows(), "files", len(w.files), "first_seq", w.first, "last_seq", w.last)

@@ -62,11 +62,13 @@ func BenchmarkE2E(b *testing.B) {
 	events := per * partitions
 	drains := envInt(b, "DRAINS", defaultDrains)
 	rawBatch := envInt(b, "RAW_BATCH", defaultRawBatch)
-	// RUNS lists the ehsink runs (default append,upsert,parquet); SOURCE
-	// and CHECKPOINT add settings to their source and checkpoint blocks
-	// (the inside of a YAML flow mapping, such as "prefetch: 1000"): all
-	// three to explore defaults, not for the reported figures.
-	runs := map[string]bool{"append": true, "upsert": true, "parquet": true}
+	// RUNS lists the ehsink runs (default append,upsert,parquet,iceberg);
+	// SOURCE and CHECKPOINT add settings to their source and checkpoint
+	// blocks (the inside of a YAML flow mapping, such as "prefetch:
+	// 1000"), ICEBERG lines to the Iceberg sink block (such as
+	// "maintenance: {every: 5s}"): all to explore settings, not for the
+	// reported figures.
+	runs := map[string]bool{"append": true, "upsert": true, "parquet": true, "iceberg": true}
 	if v := os.Getenv("RUNS"); v != "" {
 		runs = map[string]bool{}
 		for _, r := range strings.Split(v, ",") {
@@ -189,7 +191,7 @@ func BenchmarkE2E(b *testing.B) {
 	// PostgreSQL: the drain, encoding/json and the write in one process,
 	// sharing the cores with the emulator and the server as ehsink does.
 	var copyRes, mergeRes, pipeAppend, pipeUpsert result
-	var appendRes, upsertRes, parquetRes []series
+	var appendRes, upsertRes, parquetRes, icebergRes []series
 	if runs["append"] {
 		cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
 		copyRes = result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
@@ -236,6 +238,22 @@ func BenchmarkE2E(b *testing.B) {
 				return runEhsink(b, bin.path, tag, conns[0], sourceYAML, checkpoint, last, pq, 0, events)
 			})
 			b.Logf("%s → parquet: %.0f events/s", bin.name, r.rate())
+			return r
+		})
+	}
+
+	if runs["iceberg"] {
+		icebergRes = turns(func(bin binary, tag string) result {
+			dir := b.TempDir()
+			ice := fmt.Sprintf("type: iceberg\n      catalog: {type: sql, driver: sqlite, uri: %q}\n      namespace: bench\n      table: orders\n      warehouse: {dir: %q}\n      max_rows: %d\n",
+				filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"), per)
+			if v := os.Getenv("ICEBERG"); v != "" {
+				ice += "      " + strings.ReplaceAll(strings.TrimSpace(v), "\n", "\n      ") + "\n"
+			}
+			r := emulated(func() result {
+				return runEhsink(b, bin.path, tag, conns[0], sourceYAML, checkpoint, last, ice+"      columns:"+columnsYAML, 0, events)
+			})
+			b.Logf("%s → iceberg: %.0f events/s; the warehouse holds %s", bin.name, r.rate(), warehouseFiles(b, filepath.Join(dir, "warehouse")))
 			return r
 		})
 	}
@@ -313,6 +331,7 @@ func BenchmarkE2E(b *testing.B) {
 	rows("PostgreSQL append", appendRes, copyRes.rate(), "COPY", pipeAppend)
 	rows("PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge", pipeUpsert)
 	rows(fmt.Sprintf("Parquet (max_rows %d)", per), parquetRes, src, "source", result{})
+	rows(fmt.Sprintf("Iceberg, sql catalog on SQLite (max_rows %d)", per), icebergRes, src, "source", result{})
 	for _, sc := range scale {
 		fmt.Fprintf(out, "| raw SDK drain over %d connections | %.0f | %.2f | – | %.1f | %.2f | – | %s | %s |\n",
 			sc.n, sc.drain.rate(), sc.drain.rate()/src, cpuPer(sc.drain), cpuPer(sc.drain)/cpuPer(drain), emuPer(sc.drain), mib(sc.drain.peakRSS))
@@ -324,6 +343,31 @@ func BenchmarkE2E(b *testing.B) {
 	}
 	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | – | %.1f | – | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
 	fmt.Print(out.String())
+}
+
+// warehouseFiles counts what an Iceberg warehouse holds: table metadata
+// files, manifest lists (one per snapshot kept), manifests and data files.
+func warehouseFiles(b *testing.B, dir string) string {
+	var meta, lists, manifests, data int
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		switch name := d.Name(); {
+		case err != nil || d.IsDir():
+			return err
+		case strings.HasSuffix(name, ".metadata.json"):
+			meta++
+		case strings.HasPrefix(name, "snap-") && strings.HasSuffix(name, ".avro"):
+			lists++
+		case strings.HasSuffix(name, ".avro"):
+			manifests++
+		case strings.HasSuffix(name, ".parquet"):
+			data++
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatalf("iceberg warehouse: %v", err)
+	}
+	return fmt.Sprintf("%d metadata files, %d manifest lists, %d manifests, %d data files", meta, lists, manifests, data)
 }
 
 // binary is an ehsink binary the benchmark runs, named in its rows.

@@ -26,10 +26,12 @@
 //     the emulator and the server as ehsink does, and are the ceiling of
 //     ehsink on this machine (min(source, sink) assumes each side has the
 //     machine to itself);
-//   - `ehsink run` into PostgreSQL append, PostgreSQL upsert and Parquet,
-//     with default settings but for the load-balancing strategy (greedy,
-//     as for one replica) and, for Parquet, max_rows set to the events of
-//     one partition so that the last event of a partition closes its file;
+//   - `ehsink run` into PostgreSQL append, PostgreSQL upsert, Parquet and
+//     Iceberg (a sql catalog on SQLite, a local warehouse), with default
+//     settings but for the load-balancing strategy (greedy, as for one
+//     replica) and, for Parquet and Iceberg, max_rows set to the events of
+//     one partition so that the last event of a partition closes its file
+//     or commit (the Iceberg run logs what its warehouse then holds);
 //     the end is the moment the sink watermark of every partition, read
 //     from ehsink's /metrics, reaches the partition's last event;
 //   - `ehsink send --demo --count EVENTS` into a second hub (memory).

@@ -115,6 +115,16 @@ func (h *harness) sinkPositions(ctx context.Context) (map[string]map[string]prog
 			out[connParquet][f.partition] = pr
 		}
 	}
+	marks, err := h.icebergWatermarks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for p, seq := range marks {
+		if pr, ok := out[connIceberg][p]; ok {
+			pr.sink = seq
+			out[connIceberg][p] = pr
+		}
+	}
 	return out, nil
 }
 

@@ -1,6 +1,7 @@
 // Package chaos_test is the chaos matrix: three `ehsink run` replicas (a
-// PostgreSQL append, a PostgreSQL upsert and a Parquet connector each,
-// checkpoints in Azurite) read an emulator running as its own process while
+// PostgreSQL append, a PostgreSQL upsert, a Parquet and an Iceberg
+// connector each, the Iceberg catalog in PostgreSQL, checkpoints in
+// Azurite) read an emulator running as its own process while
 // a producer sends events, poison ones among them, and faults are applied,
 // several at once: kill -9 of replicas, a SIGTERM restart, PostgreSQL,
 // Azurite and the emulator crashed and restarted, the emulator's admin
