@@ -66,8 +66,8 @@ func BenchmarkE2E(b *testing.B) {
 	// SOURCE and CHECKPOINT add settings to their source and checkpoint
 	// blocks (the inside of a YAML flow mapping, such as "prefetch:
 	// 1000"), ICEBERG lines to the Iceberg sink block (such as
-	// "maintenance: {every: 5s}"): all to explore settings, not for the
-	// reported figures.
+	// "maintenance: {every: 5s}"; with max_rows, it replaces the run's):
+	// all to explore settings, not for the reported figures.
 	runs := map[string]bool{"append": true, "upsert": true, "parquet": true, "iceberg": true}
 	if v := os.Getenv("RUNS"); v != "" {
 		runs = map[string]bool{}
@@ -192,6 +192,7 @@ func BenchmarkE2E(b *testing.B) {
 	// sharing the cores with the emulator and the server as ehsink does.
 	var copyRes, mergeRes, pipeAppend, pipeUpsert result
 	var appendRes, upsertRes, parquetRes, icebergRes []series
+	var warehouse string // what the last Iceberg run's warehouse holds
 	if runs["append"] {
 		cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
 		copyRes = result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
@@ -242,18 +243,23 @@ func BenchmarkE2E(b *testing.B) {
 		})
 	}
 
+	iceExtra := strings.TrimSpace(os.Getenv("ICEBERG"))
 	if runs["iceberg"] {
 		icebergRes = turns(func(bin binary, tag string) result {
 			dir := b.TempDir()
-			ice := fmt.Sprintf("type: iceberg\n      catalog: {type: sql, driver: sqlite, uri: %q}\n      namespace: bench\n      table: orders\n      warehouse: {dir: %q}\n      max_rows: %d\n",
-				filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"), per)
-			if v := os.Getenv("ICEBERG"); v != "" {
-				ice += "      " + strings.ReplaceAll(strings.TrimSpace(v), "\n", "\n      ") + "\n"
+			ice := fmt.Sprintf("type: iceberg\n      catalog: {type: sql, driver: sqlite, uri: %q}\n      namespace: bench\n      table: orders\n      warehouse: {dir: %q}\n",
+				filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+			if !strings.Contains(iceExtra, "max_rows") {
+				ice += fmt.Sprintf("      max_rows: %d\n", per)
+			}
+			if iceExtra != "" {
+				ice += "      " + strings.ReplaceAll(iceExtra, "\n", "\n      ") + "\n"
 			}
 			r := emulated(func() result {
 				return runEhsink(b, bin.path, tag, conns[0], sourceYAML, checkpoint, last, ice+"      columns:"+columnsYAML, 0, events)
 			})
-			b.Logf("%s → iceberg: %.0f events/s; the warehouse holds %s", bin.name, r.rate(), warehouseFiles(b, filepath.Join(dir, "warehouse")))
+			warehouse = warehouseFiles(b, filepath.Join(dir, "warehouse"))
+			b.Logf("%s → iceberg: %.0f events/s; the warehouse holds %s", bin.name, r.rate(), warehouse)
 			return r
 		})
 	}
@@ -331,7 +337,11 @@ func BenchmarkE2E(b *testing.B) {
 	rows("PostgreSQL append", appendRes, copyRes.rate(), "COPY", pipeAppend)
 	rows("PostgreSQL upsert", upsertRes, mergeRes.rate(), "merge", pipeUpsert)
 	rows(fmt.Sprintf("Parquet (max_rows %d)", per), parquetRes, src, "source", result{})
-	rows(fmt.Sprintf("Iceberg, sql catalog on SQLite (max_rows %d)", per), icebergRes, src, "source", result{})
+	iceRun := fmt.Sprintf("Iceberg, sql catalog on SQLite (max_rows %d)", per)
+	if iceExtra != "" {
+		iceRun = fmt.Sprintf("Iceberg, sql catalog on SQLite (ICEBERG=%q)", iceExtra)
+	}
+	rows(iceRun, icebergRes, src, "source", result{})
 	for _, sc := range scale {
 		fmt.Fprintf(out, "| raw SDK drain over %d connections | %.0f | %.2f | – | %.1f | %.2f | – | %s | %s |\n",
 			sc.n, sc.drain.rate(), sc.drain.rate()/src, cpuPer(sc.drain), cpuPer(sc.drain)/cpuPer(drain), emuPer(sc.drain), mib(sc.drain.peakRSS))
@@ -342,6 +352,9 @@ func BenchmarkE2E(b *testing.B) {
 		row(fmt.Sprintf("ehsink run → PostgreSQL append, connections: %d", sc.n), sc.sink, sinkCeil, "COPY", pipeAppend)
 	}
 	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | – | %.1f | – | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
+	if warehouse != "" {
+		fmt.Fprintf(out, "\nIceberg warehouse after the last Iceberg run: %s\n", warehouse)
+	}
 	fmt.Print(out.String())
 }
 
