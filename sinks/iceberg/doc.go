@@ -36,6 +36,13 @@
 // unknown); Open removes the partition's unreferenced files older than
 // maintenance.orphan_age, left by a process that died mid-commit.
 //
+// # Outages
+//
+// A catalog or warehouse that cannot be reached makes New, Open and Flush
+// fail with errors marked [sinks.Transient], which the runner waits out;
+// a refusal that retrying cannot change (a login, a missing database, a
+// REST catalog's 400, 401 or 403) is returned unmarked.
+//
 // # Maintenance
 //
 // Every maintenance.every, after a commit, the sink expires snapshots
