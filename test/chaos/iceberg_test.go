@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for the catalog
 )
 
@@ -64,7 +67,8 @@ func (h *harness) loadIceberg(ctx context.Context) (*table.Table, error) {
 	}
 	tbl, err := cat.LoadTable(ctx, table.Identifier{icebergNamespace, icebergTable})
 	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "no such table") {
+		var pgErr *pgconn.PgError
+		if errors.Is(err, catalog.ErrNoSuchTable) || errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not created, or no catalog tables yet
 			return nil, nil
 		}
 		return nil, fmt.Errorf("iceberg table: %w", err)
