@@ -179,7 +179,11 @@ func (pr *partitionRun) deadLetter(ctx context.Context, rejected []sinks.Rejecte
 		err = r.retry(ctx, "dead-letter", pr.beat, func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
 	} else if r.opts.DeadLetters != nil {
 		err = r.retry(ctx, "dead-letter", pr.beat, func(ctx context.Context) error {
-			return r.opts.DeadLetters.Store(ctx, pr.src.ID(), letters)
+			committed := int64(-1)
+			if pr.watermark != nil {
+				committed = pr.watermark.SequenceNumber
+			}
+			return r.opts.DeadLetters.Store(ctx, pr.src.ID(), committed, letters)
 		})
 	} else {
 		return r.errorf(pr.src, "event seq %d rejected by the sink and no dead-letter path: %w", first.Event.SequenceNumber, first.Err)

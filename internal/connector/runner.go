@@ -167,8 +167,11 @@ type RunnerOptions struct {
 // letters durable when it returns nil. Implementations must be safe for
 // concurrent use by the partitions of a connector.
 type DeadLetterStore interface {
-	// Store makes the dead letters of one partition durable.
-	Store(ctx context.Context, partition string, letters []sinks.DeadLetter) error
+	// Store makes the dead letters of one partition durable. committed
+	// is the sequence number the sink has committed the partition up to
+	// (-1: nothing yet): the letters are of events after it, and a store
+	// may skip those it holds already (a replay's).
+	Store(ctx context.Context, partition string, committed int64, letters []sinks.DeadLetter) error
 }
 
 // Runner moves events of owned partitions through dedupe, the sink and the

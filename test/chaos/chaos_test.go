@@ -38,10 +38,12 @@ const (
 var connectors = []string{connAppend, connUpsert, connParquet, connIceberg}
 
 // deadLettersAtLeastOnce names the connectors whose sink does not keep
-// dead letters itself: the runner's JSON lines store takes them, fsynced
-// before the sink's commit, so a crash between the two stores a letter
-// again on replay (docs/configuration.md, errors.dead_letter.dir). Their letters may repeat; none
-// may be missing.
+// dead letters itself: the runner's JSON lines store takes them (one
+// directory for the replicas here). A replay skips what the file holds
+// after the committed watermark, but a stale owner's letters interleaving
+// with the next owner's can leave one twice (docs/configuration.md,
+// errors.dead_letter.dir): repeats are counted, not failed; none may be
+// missing.
 var deadLettersAtLeastOnce = map[string]bool{connIceberg: true}
 
 // TestChaos runs the matrix once per load-balancing strategy.
