@@ -137,7 +137,7 @@ func (s *FileStore) claim(po azeventhubs.Ownership) (azeventhubs.Ownership, bool
 	if err := s.ensureDir(dir); err != nil {
 		return po, false, fmt.Errorf("checkpoint: ownership of partition %s: %w", po.PartitionID, err)
 	}
-	unlock, err := lockFile(filepath.Join(dir, "."+po.PartitionID+".lock"))
+	unlock, err := durable.Lock(filepath.Join(dir, "."+po.PartitionID+".lock"))
 	if err != nil {
 		return po, false, fmt.Errorf("checkpoint: ownership of partition %s: %w", po.PartitionID, err)
 	}

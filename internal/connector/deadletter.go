@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 
+	"github.com/ehsink/ehsink/internal/durable"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -46,14 +47,19 @@ func (d *FileDeadLetters) Store(_ context.Context, partition string, committed i
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	path := filepath.Join(d.dir, partitionFileName(partition)+".jsonl")
+	// Where the system has no file lock, d.mu still serialises this
+	// process's stores; processes sharing the directory may then repeat a
+	// letter.
+	unlock, err := durable.Lock(path)
+	switch {
+	case err == nil:
+		defer unlock()
+	case !errors.Is(err, durable.ErrNoLock):
+		return fmt.Errorf("dead letters: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
-	}
-	// released by Close
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return fmt.Errorf("dead letters: lock %s: %w", path, err)
 	}
 	held, end, err := storedAfter(f, committed)
 	if err == nil {

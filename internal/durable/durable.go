@@ -1,12 +1,17 @@
-// Package durable holds what the packages that write files with atomic
-// renames (checkpoint files, Parquet files, emulator segments) share: making
-// a directory's entries durable after a create, rename or remove.
+// Package durable holds what the packages that write files durably
+// (checkpoint files, Parquet files, emulator segments, dead letters) share:
+// making a directory's entries durable after a create, rename or remove,
+// and a lock on a file that excludes other processes too.
 package durable
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
+
+// ErrNoLock is matched by Lock's error where the system has no file lock.
+var ErrNoLock = errors.New("no file lock on this system")
 
 // SyncDir fsyncs the directory dir, so that entries created, renamed or
 // removed in it survive a crash.

@@ -85,13 +85,7 @@ func TestKillAtEveryStep(t *testing.T) {
 			ctx := context.Background()
 			l := newLake(t)
 			s := l.newSink(t, nil)
-			w, _, err := s.Open(ctx, "0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Write(ctx, sinktest.Events("0", 0, 9)); err != nil {
-				t.Fatal(err)
-			}
+			w := writeTen(t, s)
 			if _, err := w.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}

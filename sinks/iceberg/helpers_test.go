@@ -12,6 +12,7 @@ import (
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
 // lake is a test's catalog and warehouse: a SQLite catalog file (or the
@@ -60,6 +61,20 @@ func (l *lake) newSink(t *testing.T, edit func(*sinkConfig)) *sink {
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
+}
+
+// writeTen opens partition 0 of s and writes seq 0..9 to it, unflushed.
+func writeTen(t *testing.T, s *sink) sinks.Writer {
+	t.Helper()
+	ctx := context.Background()
+	w, _, err := s.Open(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, sinktest.Events("0", 0, 9)); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // kitColumns maps the sinktest kit's event body, plus metadata.

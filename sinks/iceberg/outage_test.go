@@ -13,7 +13,6 @@ import (
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/sinks"
-	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
 // TestCatalogOutageIsWaitedOut cuts a PostgreSQL catalog off (every
@@ -30,13 +29,7 @@ func TestCatalogOutageIsWaitedOut(t *testing.T) {
 	l := newLake(t)
 	l.catalogDSN = proxied
 	s := l.newSink(t, nil)
-	w, _, err := s.Open(ctx, "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(ctx, sinktest.Events("0", 0, 9)); err != nil {
-		t.Fatal(err)
-	}
+	w := writeTen(t, s)
 
 	proxy.Set(faultproxy.Fault{Reset: true})
 	wantTransient := func(what string, err error) {
@@ -50,7 +43,7 @@ func TestCatalogOutageIsWaitedOut(t *testing.T) {
 	}
 	cfg := l.config(t)
 	ctxNew, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = newIcebergSink(ctxNew, cfg, testInfo)
+	_, err := newIcebergSink(ctxNew, cfg, testInfo)
 	cancel()
 	wantTransient("New", err)
 	_, _, err = s.Open(ctx, "1")

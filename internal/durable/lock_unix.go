@@ -1,6 +1,6 @@
 //go:build unix
 
-package checkpoint
+package durable
 
 import (
 	"errors"
@@ -9,12 +9,12 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive flock(2) on path, creating it if missing, and
+// Lock takes an exclusive flock(2) on path, creating it if missing, and
 // returns the function that releases it. flock locks belong to the open file
 // description, so two goroutines of one process exclude each other as two
 // processes do. The wait is not cancellable; the lock is held only for one
 // read-compare-write.
-func lockFile(path string) (unlock func(), err error) {
+func Lock(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
