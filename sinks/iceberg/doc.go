@@ -41,7 +41,8 @@
 // A catalog or warehouse that cannot be reached makes New, Open and Flush
 // fail with errors marked [sinks.Transient], which the runner waits out;
 // a refusal that retrying cannot change (a login, a missing database, a
-// REST catalog's 400, 401 or 403) is returned unmarked.
+// REST catalog's 400, 401 or 403, its token endpoint refusing the
+// credential) is returned unmarked.
 //
 // # Maintenance
 //

@@ -2,6 +2,8 @@ package iceberg
 
 import (
 	"errors"
+	"net"
+	"strings"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/rest"
@@ -22,6 +24,15 @@ func unreachable(err error) error {
 	if err == nil {
 		return nil
 	}
+	// A connection that failed or timed out is out of reach, whatever the
+	// request (iceberg-go reports a token endpoint it could not dial as an
+	// OAuth error). (Not any net.Error: the *url.Error of every failed HTTP
+	// request is one, a refused credential's too.)
+	var opErr *net.OpError
+	var netErr net.Error
+	if errors.As(err, &opErr) || (errors.As(err, &netErr) && netErr.Timeout()) {
+		return sinks.Transient(err)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
 		switch pgErr.Code[:2] {
@@ -29,10 +40,27 @@ func unreachable(err error) error {
 			return err
 		}
 	}
-	for _, permanent := range []error{rest.ErrBadRequest, rest.ErrForbidden, rest.ErrUnauthorized, rest.ErrOAuthError, catalog.ErrInvalidIdentifier} {
+	if oauthRefused(err) {
+		return err
+	}
+	for _, permanent := range []error{rest.ErrBadRequest, rest.ErrForbidden, rest.ErrUnauthorized, catalog.ErrInvalidIdentifier} {
 		if errors.Is(err, permanent) {
 			return err
 		}
 	}
 	return sinks.Transient(err)
+}
+
+// oauthRefused reports an OAuth2 token request that the token endpoint
+// refused (a wrong credential or scope). iceberg-go gives a request that
+// never reached the endpoint the same sentinel, rest.ErrOAuthError, with
+// the transport's error in its text only ("...oauth error: Post ...:
+// dial tcp ..."); a refusal wraps the sentinel in an error of its own.
+func oauthRefused(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if errors.Unwrap(e) == rest.ErrOAuthError {
+			return !strings.HasPrefix(e.Error(), rest.ErrOAuthError.Error()+": ")
+		}
+	}
+	return false
 }

@@ -16,11 +16,12 @@ import (
 )
 
 // lake is a test's catalog and warehouse: a SQLite catalog file (or the
-// PostgreSQL database at catalogDSN) and a local warehouse directory,
-// fresh per test.
+// PostgreSQL database at catalogDSN, or a REST catalog) and a local
+// warehouse directory, fresh per test.
 type lake struct {
 	dir        string
 	catalogDSN string
+	rest       *restCatalog // the REST catalog the sink is given, if set
 }
 
 func newLake(t *testing.T) *lake {
@@ -42,6 +43,11 @@ func (l *lake) config(t testing.TB) *sinkConfig {
 	c.Namespace = "lake"
 	c.Table = "orders"
 	c.Warehouse.Dir = l.warehousePath()
+	if l.rest != nil {
+		// The REST catalog places the table in its own warehouse.
+		c.Catalog = catalogConfig{Type: "rest", URI: secret.String(l.rest.url()), Credential: secret.String(l.rest.clientID + ":" + l.rest.secret)}
+		c.Warehouse.Dir = ""
+	}
 	c.Columns = kitColumns(t)
 	return c
 }

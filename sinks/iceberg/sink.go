@@ -53,6 +53,9 @@ type sink struct {
 	log    *slog.Logger
 	cat    catalog.Catalog
 	db     *sql.DB // the sql catalog's database, nil for rest
+	// restWarehouse is the location under which a REST catalog is asked
+	// to place a table the sink creates ("": where the catalog chooses).
+	restWarehouse string
 	ident  table.Identifier
 	mapper *mapping.Mapper
 	// file is the schema of the data files: the columns with the table's
@@ -131,15 +134,15 @@ func (s *sink) openCatalog(ctx context.Context) error {
 	for k, v := range ioProps {
 		props[k] = v
 	}
+	if s.cfg.Warehouse.Dir != "" {
+		if err := os.MkdirAll(s.cfg.Warehouse.Dir, 0o755); err != nil {
+			return fmt.Errorf("warehouse.dir: %w", err)
+		}
+	}
 	switch cc.Type {
 	case "sql":
 		if loc != "" {
 			props["warehouse"] = loc
-		}
-		if s.cfg.Warehouse.Dir != "" {
-			if err := os.MkdirAll(s.cfg.Warehouse.Dir, 0o755); err != nil {
-				return fmt.Errorf("warehouse.dir: %w", err)
-			}
 		}
 		dialect, driverName, dsn := sqlcat.Postgres, "pgx", cc.URI.Reveal()
 		if cc.Driver == "sqlite" {
@@ -183,6 +186,9 @@ func (s *sink) openCatalog(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("catalog: %w", err)
 		}
+		// A REST catalog places a table itself unless it is told where:
+		// the configured warehouse, when there is one.
+		s.restWarehouse = loc
 		s.cat = cat
 	}
 	return nil
@@ -240,7 +246,11 @@ func (s *sink) loadOrCreate(ctx context.Context) (*table.Table, error) {
 	for k, v := range s.cfg.Properties {
 		props[k] = v
 	}
-	tbl, err = s.cat.CreateTable(ctx, s.ident, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))
+	opts := []catalog.CreateTableOpt{catalog.WithPartitionSpec(&spec), catalog.WithProperties(props)}
+	if s.restWarehouse != "" {
+		opts = append(opts, catalog.WithLocation(s.restWarehouse+"/"+strings.Join(s.ident, "/")))
+	}
+	tbl, err = s.cat.CreateTable(ctx, s.ident, sc, opts...)
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		// Another replica created it first.
 		tbl, err = s.cat.LoadTable(ctx, s.ident)
