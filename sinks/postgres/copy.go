@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -122,6 +123,19 @@ func (e *copyEncoder) appendValue(b []byte, oid uint32, i int, v any) ([]byte, e
 	if v == nil {
 		return binary.BigEndian.AppendUint32(b, 0xFFFFFFFF), nil // NULL
 	}
+	if t, ok := v.(time.Time); ok {
+		// pgx's plan for a time.Time boxes it into a wrapper on every
+		// value (an allocation per timestamp); the encoding is pgx's.
+		switch oid {
+		case pgtype.TimestamptzOID:
+			return appendMicros(b, t), nil
+		case pgtype.TimestampOID:
+			if t.Location() != time.UTC { // the wall clock, as pgx sends it
+				t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+			}
+			return appendMicros(b, t), nil
+		}
+	}
 	p := &e.plans[i]
 	if t := reflect.TypeOf(v); p.typ != t {
 		plan := e.m.PlanEncode(oid, pgtype.BinaryFormatCode, v)
@@ -150,4 +164,15 @@ func (e *copyEncoder) appendValue(b []byte, oid uint32, i int, v any) ([]byte, e
 	}
 	binary.BigEndian.PutUint32(out[start:], uint32(len(out)-start-4))
 	return out, nil
+}
+
+// microsFromUnixToY2K is PostgreSQL's epoch, 2000-01-01 UTC, in
+// microseconds after the Unix epoch.
+const microsFromUnixToY2K = 946684800 * 1_000_000
+
+// appendMicros appends t as a length-prefixed binary timestamp:
+// microseconds since 2000-01-01, truncated as pgx truncates them.
+func appendMicros(b []byte, t time.Time) []byte {
+	b = binary.BigEndian.AppendUint32(b, 8)
+	return binary.BigEndian.AppendUint64(b, uint64(t.Unix()*1_000_000+int64(t.Nanosecond())/1000-microsFromUnixToY2K))
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ehsink/ehsink/internal/table/mapping"
 )
@@ -91,4 +93,36 @@ func mustDescribe(t *testing.T, conn *pgx.Conn, sql string) []pgconn.FieldDescri
 		t.Fatal(err)
 	}
 	return sd.Fields
+}
+
+// TestTimeEncodingIsPgx: the encoder's own timestamp encoding gives the
+// bytes pgx's plan gives, for both timestamp types, zones, instants before
+// 1970 and 2000, and nanoseconds below a microsecond.
+func TestTimeEncodingIsPgx(t *testing.T) {
+	m := pgtype.NewMap()
+	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+	times := []time.Time{
+		time.Date(2026, 1, 2, 3, 4, 5, 600_000_999, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 600_000_999, zone),
+		time.Date(1999, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
+		time.Date(1969, 7, 20, 20, 17, 40, 123_456_789, zone),
+		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),
+	}
+	for _, oid := range []uint32{pgtype.TimestamptzOID, pgtype.TimestampOID} {
+		e := copyEncoder{m: m, plans: make([]colPlan, 1)}
+		for _, ts := range times {
+			got, err := e.appendValue(nil, oid, 0, ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := m.PlanEncode(oid, pgtype.BinaryFormatCode, ts).Encode(ts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append([]byte{0, 0, 0, byte(len(want))}, want...)
+			if !bytes.Equal(got, want) {
+				t.Errorf("oid %d, %v: % x, pgx % x", oid, ts, got, want)
+			}
+		}
+	}
 }
