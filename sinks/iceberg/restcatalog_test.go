@@ -258,4 +258,3 @@ func (rc *restCatalog) setAfterCommit(f func() int) {
 	defer rc.mu.Unlock()
 	rc.afterCommit = f
 }
-

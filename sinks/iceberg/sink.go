@@ -48,16 +48,16 @@ func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, er
 // for concurrent use; each of its writers is used by one goroutine at a
 // time.
 type sink struct {
-	cfg    sinkConfig
-	info   sinks.Info
-	log    *slog.Logger
-	cat    catalog.Catalog
-	db     *sql.DB // the sql catalog's database, nil for rest
+	cfg  sinkConfig
+	info sinks.Info
+	log  *slog.Logger
+	cat  catalog.Catalog
+	db   *sql.DB // the sql catalog's database, nil for rest
 	// restWarehouse is the location under which a REST catalog is asked
 	// to place a table the sink creates ("": where the catalog chooses).
 	restWarehouse string
-	ident  table.Identifier
-	mapper *mapping.Mapper
+	ident         table.Identifier
+	mapper        *mapping.Mapper
 	// file is the schema of the data files: the columns with the table's
 	// field IDs; arrow is its Arrow schema.
 	file  *ice.Schema
