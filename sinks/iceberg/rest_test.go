@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,39 +20,18 @@ import (
 // requirements the catalog refuses with 409 (the kit's two owners).
 func TestRESTConformance(t *testing.T) {
 	var mu sync.Mutex
-	lakes := map[string]*lake{}
-	get := func(t *testing.T) *lake {
+	var catalogs []*restCatalog
+	sinktest.Run(t, kitHarness(func(t *testing.T) *lake {
+		l, rc := restLake(t)
 		mu.Lock()
-		defer mu.Unlock()
-		if l, ok := lakes[t.Name()]; ok {
-			return l
-		}
-		l, _ := restLake(t)
-		lakes[t.Name()] = l
+		catalogs = append(catalogs, rc)
+		mu.Unlock()
 		return l
-	}
-	sinktest.Run(t, sinktest.Harness{
-		New:       func(t *testing.T) sinks.Sink { return get(t).newSink(t, nil) },
-		Committed: func(t *testing.T, partition string) []int64 { return get(t).scanSeqs(t)[partition] },
-		BadEvent: func(partition string, seq int64) sinks.Event {
-			e := sinktest.Event(partition, seq)
-			e.Body = []byte(`{"id":"bad","seq":4,"customer":"c","amount":"not a number","ts":"2026-01-02T03:04:05Z"}`)
-			return e
-		},
-		Fencing: true,
-		InterruptCommit: func(t *testing.T, s sinks.Sink) {
-			s.(*sink).setHook(func(step string) error {
-				if step == stepAfterSwap {
-					return errors.New("injected: killed after the catalog swap")
-				}
-				return nil
-			})
-		},
-	})
+	}))
 	// The kit's two owners of one partition must have met a refusal.
 	var refused int64
-	for _, l := range lakes {
-		refused += l.rest.refused.Load()
+	for _, rc := range catalogs {
+		refused += rc.refused.Load()
 	}
 	if refused == 0 {
 		t.Error("no commit was refused with 409 across the kit: the fencing case did not reach the catalog's requirement check")

@@ -10,6 +10,12 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	sinktest.Run(t, kitHarness(newLake))
+}
+
+// kitHarness is the conformance kit's harness on a lake per kit test,
+// made by mk.
+func kitHarness(mk func(*testing.T) *lake) sinktest.Harness {
 	var mu sync.Mutex
 	lakes := map[string]*lake{}
 	get := func(t *testing.T) *lake {
@@ -18,11 +24,11 @@ func TestConformance(t *testing.T) {
 		if l, ok := lakes[t.Name()]; ok {
 			return l
 		}
-		l := newLake(t)
+		l := mk(t)
 		lakes[t.Name()] = l
 		return l
 	}
-	sinktest.Run(t, sinktest.Harness{
+	return sinktest.Harness{
 		New: func(t *testing.T) sinks.Sink { return get(t).newSink(t, nil) },
 		Committed: func(t *testing.T, partition string) []int64 {
 			return get(t).scanSeqs(t)[partition]
@@ -44,5 +50,5 @@ func TestConformance(t *testing.T) {
 				return nil
 			})
 		},
-	})
+	}
 }

@@ -75,9 +75,10 @@ try {
   const rows = await icebergRead({ tableUrl, metadata })
   out.rows = rows.map(r => ({ partition: r.partition, seq: Number(r.seq) }))
 } catch (e) {
-  // icebird 0.3.1 inflates the manifests' deflate blocks with a gzip
-  // decoder (hyparquet-compressors' gunzip), which reads past the end of
-  // the Avro files iceberg-go writes.
+  // icebird 0.3.1 inflates the manifests' deflate blocks with
+  // hyparquet-compressors' gunzip, which after a raw deflate stream (Avro's
+  // deflate codec, which iceberg-go always writes) skips an 8-byte gzip
+  // footer raw deflate does not have and decodes again from there.
   out.rows_error = String(e?.stack ?? e)
 }
 process.stdout.write(JSON.stringify(out))
