@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ehsink/ehsink/internal/secret"
@@ -47,10 +49,9 @@ func TestRESTCommitAnswerLost(t *testing.T) {
 	s := l.newSink(t, nil)
 	ctx := context.Background()
 	w := writeTen(t, s)
-	lost := 0
+	var lost atomic.Int32
 	rc.setAfterCommit(func() int {
-		if lost == 0 {
-			lost++
+		if lost.CompareAndSwap(0, 1) {
 			return http.StatusServiceUnavailable
 		}
 		return 0
@@ -62,13 +63,13 @@ func TestRESTCommitAnswerLost(t *testing.T) {
 	if pos.SequenceNumber != 9 {
 		t.Fatalf("position %v, want seq 9", pos)
 	}
-	if lost != 1 {
-		t.Fatalf("the answer of %d commits was lost, want 1", lost)
+	if n := lost.Load(); n != 1 {
+		t.Fatalf("the answer of %d commits was lost, want 1", n)
 	}
 	if n := rc.commits.Load(); n != 1 {
 		t.Errorf("%d commits applied, want 1 (the lost answer's commit, not a second)", n)
 	}
-	if got := l.scanSeqs(t)["0"]; !equalSeqs(map[string][]int64{"0": got}, map[string][]int64{"0": seqRange(0, 9)}) {
+	if got := l.scanSeqs(t)["0"]; !slices.Equal(got, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
 		t.Fatalf("table holds %v, want seq 0..9 once", got)
 	}
 	// A new owner resumes after it.
@@ -149,12 +150,4 @@ func TestRESTWarehouseDir(t *testing.T) {
 	if data == 0 {
 		t.Fatalf("no data file under %s", dir)
 	}
-}
-
-func seqRange(from, to int64) []int64 {
-	var out []int64
-	for s := from; s <= to; s++ {
-		out = append(out, s)
-	}
-	return out
 }

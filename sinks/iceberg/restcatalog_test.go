@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -57,7 +56,7 @@ func newRESTCatalog(t testing.TB, dbPath, warehouse string) *restCatalog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &restCatalog{t: t, cat: cat, prefix: "lakehouse", clientID: "ehsink", secret: "s3cret", token: "tok-" + fmt.Sprint(len(t.Name()))}
+	rc := &restCatalog{t: t, cat: cat, prefix: "lakehouse", clientID: "ehsink", secret: "s3cret", token: "ehsink-test-token"}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/config", rc.config)
 	mux.HandleFunc("POST /v1/oauth/tokens", rc.oauth)

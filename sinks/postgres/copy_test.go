@@ -20,12 +20,14 @@ import (
 // store the same values.
 func TestCopyEncoder(t *testing.T) {
 	dsn := newDB(t)
-	execSQL(t, dsn, `CREATE TABLE enc (id bigint, s text, d numeric(12,2), n integer, f double precision, ts timestamptz, b boolean, j jsonb, raw bytea, u uuid)`)
-	cols := []string{"id", "s", "d", "n", "f", "ts", "b", "j", "raw", "u"}
+	execSQL(t, dsn, `CREATE TABLE enc (id bigint, s text, d numeric(12,2), n integer, f double precision, ts timestamptz, tl timestamp, b boolean, j jsonb, raw bytea, u uuid)`)
+	cols := []string{"id", "s", "d", "n", "f", "ts", "tl", "b", "j", "raw", "u"}
 	dec := mapping.Decimal{Coef: -1250, Scale: 2}
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
+	// a timestamp column takes the wall clock of a zoned time
+	local := time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("UTC+5:30", 5*3600+1800))
 	row := func(id int64, raw []byte) bufRow {
-		return bufRow{vals: []any{id, "é\"x", dec, int32(7), 1.5, ts, true, json.RawMessage(`{"a":[1,null]}`), raw,
+		return bufRow{vals: []any{id, "é\"x", dec, int32(7), 1.5, ts, local, true, json.RawMessage(`{"a":[1,null]}`), raw,
 			[16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}}
 	}
 	nulls := bufRow{vals: make([]any, len(cols))}
@@ -62,7 +64,7 @@ func TestCopyEncoder(t *testing.T) {
 				}
 			}
 			var distinct, n int64
-			q := `SELECT count(DISTINCT (s, d, n, f, ts, b, j, u)), count(*) FILTER (WHERE raw = '\x0001') FROM enc WHERE id IS NOT NULL`
+			q := `SELECT count(DISTINCT (s, d, n, f, ts, tl, b, j, u)), count(*) FILTER (WHERE raw = '\x0001') FROM enc WHERE id IS NOT NULL`
 			if err := conn.QueryRow(ctx, q).Scan(&distinct, &n); err != nil {
 				t.Fatal(err)
 			}
@@ -70,16 +72,16 @@ func TestCopyEncoder(t *testing.T) {
 				t.Fatalf("rows 1..3 differ (%d distinct, want 1) or lost bytea (%d, want 2)", distinct, n)
 			}
 			var got string
-			q = `SELECT concat_ws('|', s, d, n, f, ts AT TIME ZONE 'UTC', b, j, u, raw IS NULL) FROM enc WHERE id = 2`
+			q = `SELECT concat_ws('|', s, d, n, f, ts AT TIME ZONE 'UTC', tl, b, j, u, raw IS NULL) FROM enc WHERE id = 2`
 			if err := conn.QueryRow(ctx, q).Scan(&got); err != nil {
 				t.Fatal(err)
 			}
-			want := `é"x|-12.50|7|1.5|2026-01-02 03:04:05.6|t|{"a": [1, null]}|01020304-0506-0708-090a-0b0c0d0e0f10|t`
+			want := `é"x|-12.50|7|1.5|2026-01-02 03:04:05.6|2026-01-02 03:04:05.6|t|{"a": [1, null]}|01020304-0506-0708-090a-0b0c0d0e0f10|t`
 			if got != want {
 				t.Fatalf("row 2 = %s, want %s", got, want)
 			}
 			var allNull bool
-			if err := conn.QueryRow(ctx, `SELECT num_nulls(id, s, d, n, f, ts, b, j, raw, u) = 10 FROM enc WHERE id IS NULL`).Scan(&allNull); err != nil || !allNull {
+			if err := conn.QueryRow(ctx, `SELECT num_nulls(id, s, d, n, f, ts, tl, b, j, raw, u) = 11 FROM enc WHERE id IS NULL`).Scan(&allNull); err != nil || !allNull {
 				t.Fatalf("the row of NULLs: %v, %v", allNull, err)
 			}
 		})
