@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ehsink/ehsink/internal/connector"
+	_ "github.com/ehsink/ehsink/sinks/iceberg"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
 	_ "github.com/ehsink/ehsink/sinks/stdout"

@@ -127,6 +127,8 @@ func scalarText(v any) (string, bool) {
 		return strconv.FormatBool(x), true
 	case int:
 		return strconv.Itoa(x), true
+	case int32: // an int32 column read back from a Parquet file
+		return strconv.FormatInt(int64(x), 10), true
 	case int64:
 		return strconv.FormatInt(x, 10), true
 	case uint64:
@@ -153,6 +155,13 @@ func decimalValue(text string) value {
 	r, ok := new(big.Rat).SetString(text)
 	if !ok {
 		return value{key: "d?" + text, show: text}
+	}
+	if _, exp, sci := strings.Cut(text, "e-"); sci {
+		// A Parquet reader's unscaled value and scale (1250e-2): shown
+		// as ehsink test shows the mapped decimal (12.50).
+		if scale, err := strconv.Atoi(exp); err == nil {
+			text = r.FloatString(scale)
+		}
 	}
 	return value{key: "d" + r.RatString(), show: text}
 }

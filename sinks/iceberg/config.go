@@ -14,6 +14,7 @@ import (
 	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 	tableshape "github.com/ehsink/ehsink/sinks/table"
 )
@@ -29,14 +30,15 @@ type sinkConfig struct {
 	// levels of a nested namespace (lake.sales).
 	Namespace string `yaml:"namespace"`
 	// Table is the table's name in Namespace, created if missing with the
-	// columns and the partition spec.
+	// columns and the partition spec. Required unless Routes are given.
 	Table string `yaml:"table"`
 	// Warehouse is where the data and metadata files go: a local
 	// directory or an Azure Blob container. With a REST catalog it may be
 	// left out when the catalog places tables itself.
 	Warehouse warehouseConfig `yaml:"warehouse"`
 	// Columns maps event values to the table's columns, in the mapping
-	// language shared with the Parquet and PostgreSQL sinks. Required.
+	// language shared with the Parquet and PostgreSQL sinks. Required
+	// unless Routes are given.
 	Columns mapping.Columns `yaml:"columns"`
 	// Explode, when set, makes one row per element of the array at this
 	// JSON path (see [mapping.Options]).
@@ -44,7 +46,13 @@ type sinkConfig struct {
 	// Partition is the partition spec of a table the sink creates, in
 	// order. An existing table keeps its own spec.
 	Partition []partitionField `yaml:"partition,omitempty"`
-	// Properties are table properties set when the sink creates the table.
+	// Routes send each event to the table of the first route whose
+	// condition holds; they replace Table, Columns, Explode and Partition.
+	// Each table keeps its own watermark of each partition, and a
+	// partition resumes from its checkpoint, each table skipping what it
+	// already holds.
+	Routes []routeConfig `yaml:"routes,omitempty"`
+	// Properties are table properties set when the sink creates a table.
 	Properties map[string]string `yaml:"properties,omitempty"`
 	// MaxRows commits the rows gathered for a partition once there are at
 	// least this many. If zero, 500,000.
@@ -59,6 +67,35 @@ type sinkConfig struct {
 	MaxAge time.Duration `yaml:"max_age"`
 	// Maintenance expires old snapshots and removes orphan files.
 	Maintenance maintenanceConfig `yaml:"maintenance"`
+}
+
+// routeConfig is one entry of an iceberg sink's `routes:` list.
+type routeConfig struct {
+	// Name names the route in errors, logs and the tests of `ehsink test`.
+	// If empty, its table as written (namespace.table).
+	Name string `yaml:"name"`
+	// When is the condition an event must meet to take this route (package
+	// expr). Empty: every event no earlier route took (the default route).
+	When string `yaml:"when"`
+	// Table is the route's table in Namespace, created if missing.
+	// Required.
+	Table string `yaml:"table"`
+	// Columns maps event values to the route's table. Required.
+	Columns mapping.Columns `yaml:"columns"`
+	// Explode makes one row per element of an array, as sinkConfig.Explode.
+	Explode mapping.Path `yaml:"explode,omitempty"`
+	// Partition is the partition spec of the route's table, as
+	// sinkConfig.Partition.
+	Partition []partitionField `yaml:"partition,omitempty"`
+}
+
+// routes returns c's routes: its Routes, or the one route of a sink
+// without them.
+func (c *sinkConfig) routes() []routeConfig {
+	if len(c.Routes) > 0 {
+		return c.Routes
+	}
+	return []routeConfig{{Table: c.Table, Columns: c.Columns, Explode: c.Explode, Partition: c.Partition}}
 }
 
 // catalogConfig is the sink's `catalog:` block.
@@ -243,10 +280,54 @@ func (c *sinkConfig) Validate() error {
 	} else if strings.HasPrefix(cc.Namespace, ".") || strings.HasSuffix(cc.Namespace, ".") || strings.Contains(cc.Namespace, "..") {
 		fe("namespace", errors.New("empty level"))
 	}
-	if cc.Table == "" {
-		fe("table", errors.New("required"))
-	} else if strings.ContainsAny(cc.Table, "./") {
-		fe("table", errors.New("a table name has no . or /"))
+	routed := len(cc.Routes) > 0
+	if routed {
+		for field, set := range map[string]bool{"table": cc.Table != "", "columns": len(cc.Columns) > 0,
+			"explode": cc.Explode.IsSet(), "partition": len(cc.Partition) > 0} {
+			if set {
+				fe(field, errors.New("set per route when routes are given"))
+			}
+		}
+	}
+	var whens routing.WhenChecker
+	tables := map[string]int{}
+	for i, r := range cc.routes() {
+		prefix := ""
+		if routed {
+			prefix = fmt.Sprintf("routes[%d].", i)
+			if err := whens.Check(i, r.When); err != nil {
+				fe(prefix+"when", err)
+			}
+		}
+		switch j, dup := tables[r.Table]; {
+		case r.Table == "":
+			fe(prefix+"table", errors.New("required"))
+		case strings.ContainsAny(r.Table, "./{}"):
+			fe(prefix+"table", errors.New("a table name has no . or / (and is not a template)"))
+		case dup:
+			fe(prefix+"table", fmt.Errorf("routes[%d] has the same table", j))
+		}
+		tables[r.Table] = i
+		if err := errors.Join(r.Columns.Validate(), mapping.Options{Explode: r.Explode}.Validate(r.Columns)); err != nil {
+			errs = append(errs, prefixFieldErrors(prefix+"columns", err))
+			continue
+		}
+		for _, col := range r.Columns {
+			if _, err := icebergType(col.Type); err != nil {
+				fe(prefix+"columns."+col.Name+".type", err)
+			}
+		}
+		for j, p := range r.Partition {
+			field := fmt.Sprintf("%spartition[%d]", prefix, j)
+			if _, err := p.transform(); err != nil {
+				fe(field+".transform", err)
+			}
+			if p.Column == "" {
+				fe(field+".column", errors.New("required"))
+			} else if r.Columns.Index(p.Column) < 0 {
+				fe(field+".column", fmt.Errorf("%q is not one of the columns", p.Column))
+			}
+		}
 	}
 	w := &cc.Warehouse
 	if w.Dir != "" && w.Blob != nil {
@@ -262,26 +343,6 @@ func (c *sinkConfig) Validate() error {
 		}
 		if w.Blob.Container == "" {
 			fe("warehouse.blob.container", errors.New("required"))
-		}
-	}
-	if err := errors.Join(cc.Columns.Validate(), mapping.Options{Explode: cc.Explode}.Validate(cc.Columns)); err != nil {
-		errs = append(errs, prefixFieldErrors("columns", err))
-	} else {
-		for _, col := range cc.Columns {
-			if _, err := icebergType(col.Type); err != nil {
-				fe("columns."+col.Name+".type", err)
-			}
-		}
-		for i, p := range cc.Partition {
-			field := fmt.Sprintf("partition[%d]", i)
-			if _, err := p.transform(); err != nil {
-				fe(field+".transform", err)
-			}
-			if p.Column == "" {
-				fe(field+".column", errors.New("required"))
-			} else if cc.Columns.Index(p.Column) < 0 {
-				fe(field+".column", fmt.Errorf("%q is not one of the columns", p.Column))
-			}
 		}
 	}
 	if cc.MaxRows < 0 {
@@ -358,13 +419,39 @@ func prefixFieldErrors(prefix string, err error) error {
 
 // String describes the destination, never a secret.
 func (c *sinkConfig) String() string {
-	return fmt.Sprintf("%s catalog table %s.%s", c.Catalog.Type, c.Namespace, c.Table)
+	var names []string
+	for _, r := range c.routes() {
+		names = append(names, c.Namespace+"."+r.Table)
+	}
+	if len(names) == 1 {
+		return fmt.Sprintf("%s catalog table %s", c.Catalog.Type, names[0])
+	}
+	return fmt.Sprintf("%s catalog tables %s", c.Catalog.Type, strings.Join(names, ", "))
 }
 
-// TableShape returns the sink's one route, for `ehsink test`.
+// TableShape returns the sink's routes, for `ehsink test` and for the
+// sink itself, which maps events with the routes' Mapper and Check: one
+// code path.
 func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
-	name := c.Namespace + "." + c.Table
-	return tableshape.Shape{Routes: []tableshape.Route{{Name: name, Dest: name, DestIsTable: true, Columns: c.Columns, Explode: c.Explode}}}, nil
+	sh := tableshape.Shape{Routed: len(c.Routes) > 0}
+	for i, r := range c.routes() {
+		dest := c.Namespace + "." + r.Table
+		rt := tableshape.Route{Name: r.Name, When: r.When, Dest: dest, DestIsTable: true, Columns: r.Columns, Explode: r.Explode}
+		if rt.Name == "" {
+			rt.Name = dest
+		}
+		m, err := mapping.CompileWith(r.Columns, mapping.Options{Explode: r.Explode})
+		if err != nil {
+			if sh.Routed {
+				return tableshape.Shape{}, fmt.Errorf("routes[%d].columns: %w", i, err)
+			}
+			return tableshape.Shape{}, fmt.Errorf("columns: %w", err)
+		}
+		cols := r.Columns
+		rt.Mapper, rt.Check = m, func(row []any) error { return checkRow(cols, row, nil) }
+		sh.Routes = append(sh.Routes, rt)
+	}
+	return sh, nil
 }
 
 // warehouseLocation is the catalog's warehouse location with the io

@@ -45,6 +45,17 @@ func TestValidateNamesEachField(t *testing.T) {
 		}, "columns.amount.type", "precision"},
 		{"unknown transform", func(c *sinkConfig) { c.Partition = []partitionField{{Column: "ts", Transform: "week"}} }, "partition[0].transform", "week"},
 		{"partition of no column", func(c *sinkConfig) { c.Partition = []partitionField{{Column: "nope", Transform: "day"}} }, "partition[0].column", "nope"},
+		{"routes beside table", func(c *sinkConfig) { cols := c.Columns; routed(c); c.Table = "orders"; c.Routes[0].Columns = cols }, "table", "per route"},
+		{"route without table", func(c *sinkConfig) { routed(c); c.Routes[1].Table = "" }, "routes[1].table", "required"},
+		{"templated route table", func(c *sinkConfig) { routed(c); c.Routes[1].Table = "t_{$.type}" }, "routes[1].table", "template"},
+		{"two routes one table", func(c *sinkConfig) { routed(c); c.Routes[1].Table = "big" }, "routes[1].table", "routes[0]"},
+		{"route after the default", func(c *sinkConfig) { routed(c); c.Routes[0].When = "" }, "routes[1].when", "never reached"},
+		{"bad route condition", func(c *sinkConfig) { routed(c); c.Routes[0].When = "$.a ==" }, "routes[0].when", ""},
+		{"route without columns", func(c *sinkConfig) { routed(c); c.Routes[0].Columns = nil }, "routes[0].columns", "at least one"},
+		{"route partition of no column", func(c *sinkConfig) {
+			routed(c)
+			c.Routes[1].Partition = []partitionField{{Column: "nope"}}
+		}, "routes[1].partition[0].column", "nope"},
 		{"negative max_rows", func(c *sinkConfig) { c.MaxRows = -1 }, "max_rows", "negative"},
 		{"negative keep_snapshots", func(c *sinkConfig) { c.Maintenance.KeepSnapshots = -1 }, "maintenance.keep_snapshots", "negative"},
 	} {
@@ -66,6 +77,11 @@ func TestValidateNamesEachField(t *testing.T) {
 	}
 	if err := base(t).Validate(); err != nil {
 		t.Fatalf("the base config: %v", err)
+	}
+	c := base(t)
+	routed(c)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the routed config: %v", err)
 	}
 }
 

@@ -31,6 +31,14 @@
 // commit is made again on the new metadata, with the same data files.
 // Writers of one sink commit one at a time.
 //
+// With routes, each event goes to the table of the first route whose
+// condition holds, and a flush commits one snapshot per table that took
+// rows, one after the other (a catalog has no commit across tables). No
+// table's watermark then speaks for the others, so Open reports none and
+// the partition resumes from its checkpoint, which the runner writes only
+// once Flush returned; each table skips the events its own watermark
+// covers ([sinks.Trimmer] counts them).
+//
 // Data files are named with a write UUID whose first bytes come from the
 // partition's key. A failed commit removes its files (unless its outcome is
 // unknown); Open removes the partition's unreferenced files older than

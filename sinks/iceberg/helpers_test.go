@@ -108,16 +108,19 @@ func kitColumns(t testing.TB) mapping.Columns {
 }
 
 // loadTable loads the lake's table through a catalog of its own.
-func (l *lake) loadTable(t *testing.T) *table.Table {
+func (l *lake) loadTable(t *testing.T) *table.Table { return l.loadNamed(t, "orders") }
+
+// loadNamed loads the table name of the lake's namespace.
+func (l *lake) loadNamed(t *testing.T, name string) *table.Table {
 	t.Helper()
 	s, err := newIcebergSink(context.Background(), l.config(t), testInfo)
 	if err != nil {
 		t.Fatalf("open the catalog: %v", err)
 	}
 	defer s.Close(context.Background())
-	tbl, err := s.cat.LoadTable(context.Background(), s.ident)
+	tbl, err := s.cat.LoadTable(context.Background(), table.Identifier{"lake", name})
 	if err != nil {
-		t.Fatalf("load table: %v", err)
+		t.Fatalf("load table %s: %v", name, err)
 	}
 	return tbl
 }
@@ -125,9 +128,12 @@ func (l *lake) loadTable(t *testing.T) *table.Table {
 // scanSeqs reads the table back with iceberg-go's own scan and returns the
 // sequence numbers of each partition, sorted (an Iceberg table has no row
 // order across files; duplicates and gaps still show).
-func (l *lake) scanSeqs(t *testing.T) map[string][]int64 {
+func (l *lake) scanSeqs(t *testing.T) map[string][]int64 { return l.scanNamed(t, "orders") }
+
+// scanNamed is scanSeqs of the table name.
+func (l *lake) scanNamed(t *testing.T, name string) map[string][]int64 {
 	t.Helper()
-	tbl := l.loadTable(t)
+	tbl := l.loadNamed(t, name)
 	out := map[string][]int64{}
 	if tbl.CurrentSnapshot() == nil {
 		return out

@@ -178,10 +178,14 @@ func newRowBuilder(cols mapping.Columns, sc *arrow.Schema) *rowBuilder {
 
 // check converts a mapped row without appending it: the error names the
 // column whose value does not fit, and the row is then left out whole.
-func (r *rowBuilder) check(vals []any) error {
-	for i, c := range r.cols {
+func (r *rowBuilder) check(vals []any) error { return checkRow(r.cols, vals, r.schema) }
+
+// checkRow checks a mapped row against the columns and, when sc is set,
+// the nullability of the table's fields.
+func checkRow(cols mapping.Columns, vals []any, sc *arrow.Schema) error {
+	for i, c := range cols {
 		if vals[i] == nil {
-			if !c.Nullable || !r.schema.Field(i).Nullable {
+			if !c.Nullable || sc != nil && !sc.Field(i).Nullable {
 				return fmt.Errorf("column %q: null in a non-nullable column", c.Name)
 			}
 			continue

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite", pure Go (no cgo)
 
 	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -44,9 +46,9 @@ func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, er
 	return newIcebergSink(ctx, c, info)
 }
 
-// sink appends each partition's events to one Iceberg table. It is safe
-// for concurrent use; each of its writers is used by one goroutine at a
-// time.
+// sink appends each partition's events to its Iceberg tables: one table,
+// or the table of each event's route. It is safe for concurrent use; each
+// of its writers is used by one goroutine at a time.
 type sink struct {
 	cfg  sinkConfig
 	info sinks.Info
@@ -56,24 +58,43 @@ type sink struct {
 	// restWarehouse is the location under which a REST catalog is asked
 	// to place a table the sink creates ("": where the catalog chooses).
 	restWarehouse string
-	ident         table.Identifier
-	mapper        *mapping.Mapper
-	// file is the schema of the data files: the columns with the table's
-	// field IDs; arrow is its Arrow schema.
-	file  *ice.Schema
-	arrow *arrow.Schema
-	// commitMu serializes the commits of this sink's writers: they all
-	// commit to one table, and would otherwise lose the optimistic race to
-	// each other. It also guards tbl.
-	commitMu sync.Mutex
-	tbl      *table.Table // the newest metadata this sink has seen
-	// lastMaintenance is when maintenance last ran (guarded by commitMu).
-	lastMaintenance time.Time
-	now             func() time.Time
+	// dests are the tables, one per route, in the routes' order; sel
+	// picks an event's (nil: the one table of a sink without routes).
+	dests []*dest
+	sel   *routing.Selector
+	now   func() time.Time
 	// hook, when set by a test, is called at each step of a commit and
 	// may fail it there (crash tests).
 	hook   func(step string) error
 	closed atomic.Bool
+}
+
+// dest is one table of the sink.
+type dest struct {
+	route  string // the route's name, in reports
+	ident  table.Identifier
+	cols   mapping.Columns
+	mapper *mapping.Mapper
+	// file is the schema of the data files: the columns with the table's
+	// field IDs; arrow is its Arrow schema.
+	file  *ice.Schema
+	arrow *arrow.Schema
+	// mu serializes the commits of the sink's writers to this table: they
+	// would otherwise lose the optimistic race to each other. It also
+	// guards tbl and lastMaintenance.
+	mu  sync.Mutex
+	tbl *table.Table // the newest metadata this sink has seen
+	// lastMaintenance is when maintenance last ran.
+	lastMaintenance time.Time
+}
+
+func (d *dest) name() string { return strings.Join(d.ident, ".") }
+
+// current returns the newest table metadata the sink has seen.
+func (d *dest) current() *table.Table {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.tbl
 }
 
 // newIcebergSink connects to the catalog, creates the namespace and the
@@ -94,31 +115,45 @@ func newIcebergSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (_ *s
 		s.closeCatalog()
 		return nil, fmt.Errorf("iceberg sink of connector %q: %w", info.Connector, err)
 	}
-	if s.mapper, err = mapping.CompileWith(c.Columns, mapping.Options{Explode: c.Explode}); err != nil {
-		return fail(err)
-	}
 	if err := s.openCatalog(ctx); err != nil {
 		return fail(unreachable(err))
 	}
 	ns := catalog.ToIdentifier(strings.Split(c.Namespace, ".")...)
-	s.ident = append(ns, c.Table)
 	if err := s.ensureNamespace(ctx, ns); err != nil {
 		return fail(unreachable(err))
 	}
-	if s.tbl, err = s.loadOrCreate(ctx); err != nil {
+	shape, err := c.TableShape()
+	if err != nil {
 		return fail(err)
 	}
-	if s.file, err = fileSchema(s.tbl.Schema(), c.Columns); err != nil {
-		return fail(fmt.Errorf("table %s does not fit the columns: %w", s.tableName(), err))
+	var conds []routing.Cond
+	var names []string
+	for i, r := range c.routes() {
+		rt := shape.Routes[i]
+		d := &dest{route: rt.Name, ident: append(slices.Clone(ns), r.Table), cols: r.Columns, mapper: rt.Mapper, lastMaintenance: s.now()}
+		if d.tbl, err = s.loadOrCreate(ctx, d, r.Partition); err != nil {
+			return fail(err)
+		}
+		if d.file, err = fileSchema(d.tbl.Schema(), r.Columns); err != nil {
+			return fail(fmt.Errorf("table %s does not fit the columns: %w", d.name(), err))
+		}
+		if d.arrow, err = arrowSchema(d.file); err != nil {
+			return fail(err)
+		}
+		s.dests = append(s.dests, d)
+		var cond routing.Cond
+		if r.When != "" {
+			if cond, err = routing.CompileCondition(r.When); err != nil {
+				return fail(fmt.Errorf("route %s: when: %w", d.route, err))
+			}
+		}
+		conds, names = append(conds, cond), append(names, d.route)
 	}
-	if s.arrow, err = arrowSchema(s.file); err != nil {
-		return fail(err)
+	if shape.Routed {
+		s.sel = routing.NewSelector(conds, names)
 	}
-	s.lastMaintenance = s.now()
 	return s, nil
 }
-
-func (s *sink) tableName() string { return strings.Join(s.ident, ".") }
 
 // openCatalog connects to the configured catalog.
 func (s *sink) openCatalog(ctx context.Context) error {
@@ -219,19 +254,19 @@ func (s *sink) ensureNamespace(ctx context.Context, ns table.Identifier) error {
 
 // loadOrCreate loads the table, creating it if missing with the columns,
 // the partition spec and properties that keep its metadata bounded.
-func (s *sink) loadOrCreate(ctx context.Context) (*table.Table, error) {
-	tbl, err := s.cat.LoadTable(ctx, s.ident)
+func (s *sink) loadOrCreate(ctx context.Context, d *dest, partition []partitionField) (*table.Table, error) {
+	tbl, err := s.cat.LoadTable(ctx, d.ident)
 	if err == nil {
 		return tbl, nil
 	}
 	if !errors.Is(err, catalog.ErrNoSuchTable) {
-		return nil, fmt.Errorf("load table %s: %w", s.tableName(), unreachable(err))
+		return nil, fmt.Errorf("load table %s: %w", d.name(), unreachable(err))
 	}
-	sc, err := newSchema(s.cfg.Columns)
+	sc, err := newSchema(d.cols)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := newSpec(s.cfg.Partition, sc)
+	spec, err := newSpec(partition, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -248,25 +283,18 @@ func (s *sink) loadOrCreate(ctx context.Context) (*table.Table, error) {
 	}
 	opts := []catalog.CreateTableOpt{catalog.WithPartitionSpec(&spec), catalog.WithProperties(props)}
 	if s.restWarehouse != "" {
-		opts = append(opts, catalog.WithLocation(s.restWarehouse+"/"+strings.Join(s.ident, "/")))
+		opts = append(opts, catalog.WithLocation(s.restWarehouse+"/"+strings.Join(d.ident, "/")))
 	}
-	tbl, err = s.cat.CreateTable(ctx, s.ident, sc, opts...)
+	tbl, err = s.cat.CreateTable(ctx, d.ident, sc, opts...)
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		// Another replica created it first.
-		tbl, err = s.cat.LoadTable(ctx, s.ident)
+		tbl, err = s.cat.LoadTable(ctx, d.ident)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create table %s: %w", s.tableName(), unreachable(err))
+		return nil, fmt.Errorf("create table %s: %w", d.name(), unreachable(err))
 	}
-	s.log.Info("created iceberg table", "table", s.tableName(), "location", tbl.Location())
+	s.log.Info("created iceberg table", "table", d.name(), "location", tbl.Location())
 	return tbl, nil
-}
-
-// current returns the newest table metadata the sink has seen.
-func (s *sink) current() *table.Table {
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	return s.tbl
 }
 
 // Close closes the catalog. Writers must be closed first. Close is
@@ -279,11 +307,17 @@ func (s *sink) Close(context.Context) error {
 	return nil
 }
 
-// Open prepares the writer of a partition: it reloads the table, reads the
-// partition's watermark from the snapshot summaries, and removes the data
-// files earlier writers of the partition wrote and never committed (older
-// than maintenance.orphan_age, so that a commit still in flight keeps its
-// files). ctx bounds the call only.
+// Open prepares the writer of a partition: it reloads each table, reads
+// the partition's watermark from the snapshot summaries, and removes the
+// data files earlier writers of the partition wrote and never committed
+// (older than maintenance.orphan_age, so that a commit still in flight
+// keeps its files). ctx bounds the call only.
+//
+// Without routes it returns the table's watermark: the partition resumes
+// after it. With routes it returns none: a flush commits its tables one
+// after the other, so no table's watermark says the others hold as much;
+// the partition resumes from its checkpoint (written only once every
+// table of a flush committed), and each table skips what it holds.
 func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
 	if s.closed.Load() {
 		return nil, nil, sinks.ErrClosed
@@ -291,32 +325,40 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	fail := func(err error) (sinks.Writer, *sinks.Position, error) {
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: %w", s.info.Connector, partition, err)
 	}
-	tbl, err := s.refresh(ctx)
-	if err != nil {
-		return fail(unreachable(err))
-	}
 	w := &writer{s: s, partition: partition, key: watermarkKey(s.info, partition), log: s.log.With("partition", partition)}
 	w.tag = fileTag(w.key)
-	if w.watermark, err = watermarkOf(tbl.Metadata(), w.key); err != nil {
-		return fail(err)
+	for _, d := range s.dests {
+		tbl, err := s.refresh(ctx, d)
+		if err != nil {
+			return fail(unreachable(err))
+		}
+		p := &part{d: d, rows: newRowBuilder(d.cols, d.arrow)}
+		w.parts = append(w.parts, p)
+		if p.watermark, err = watermarkOf(tbl.Metadata(), w.key); err != nil {
+			w.release()
+			return fail(fmt.Errorf("table %s: %w", d.name(), err))
+		}
+		if err := s.removeUncommitted(ctx, tbl, w.tag); err != nil {
+			w.release()
+			return fail(unreachable(fmt.Errorf("table %s: %w", d.name(), err)))
+		}
 	}
-	if err := s.removeUncommitted(ctx, tbl, w.tag); err != nil {
-		return fail(unreachable(err))
+	if s.sel != nil {
+		return w, nil, nil
 	}
-	w.rows = newRowBuilder(s.cfg.Columns, s.arrow)
-	return w, w.watermark, nil
+	return w, w.parts[0].watermark, nil
 }
 
 // refresh loads the table's current metadata from the catalog. It holds
-// commitMu while loading, so that metadata loaded before a commit of this
+// d.mu while loading, so that metadata loaded before a commit of this
 // sink never replaces the newer metadata that commit returned.
-func (s *sink) refresh(ctx context.Context) (*table.Table, error) {
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	tbl, err := s.cat.LoadTable(ctx, s.ident)
+func (s *sink) refresh(ctx context.Context, d *dest) (*table.Table, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tbl, err := s.cat.LoadTable(ctx, d.ident)
 	if err != nil {
-		return nil, fmt.Errorf("load table %s: %w", s.tableName(), err)
+		return nil, fmt.Errorf("load table %s: %w", d.name(), err)
 	}
-	s.tbl = tbl
+	d.tbl = tbl
 	return tbl, nil
 }

@@ -32,22 +32,38 @@ const (
 const maxCommitAttempts = 20
 
 // writer writes one partition: the rows gathered since the last commit,
-// in memory, and the range they cover. It is used by one goroutine at a
-// time, as sinks.Writer says.
+// in memory, per table, and the range of events they cover. It is used by
+// one goroutine at a time, as sinks.Writer says.
 type writer struct {
 	s         *sink
 	log       *slog.Logger
 	partition string
 	key       string // the summary key of its watermark
 	tag       [6]byte
-	// watermark is the last committed position, nil before the first.
+	// parts are the partition's share of each table, as s.dests.
+	parts    []*part
+	open     bool // a commit is being gathered
+	first    int64
+	last     int64
+	lastOff  string
+	openedAt time.Time
+	// held counts the events of the open commit that their table already
+	// holds (skipped by a routed writer resuming from its checkpoint);
+	// trimmed is the count of the last successful Flush.
+	held    int
+	trimmed int
+	vals    []any
+	closed  bool
+}
+
+// part is what a writer gathers for one table and the state of its
+// commit there.
+type part struct {
+	d *dest
+	// watermark is the last position this partition committed to the
+	// table, nil before the first.
 	watermark *sinks.Position
 	rows      *rowBuilder
-	open      bool // a commit is being gathered
-	first     int64
-	last      int64
-	lastOff   string
-	openedAt  time.Time
 	// record holds the gathered rows once Flush took them from rows, until
 	// the commit; files are the data files written from it.
 	record  arrow.RecordBatch
@@ -56,40 +72,54 @@ type writer struct {
 	// ambiguous says a commit attempt ended without knowing whether the
 	// catalog took it: the files are then never removed by this writer.
 	ambiguous bool
-	vals      []any
-	closed    bool
 }
 
 var (
 	_ sinks.Writer  = (*writer)(nil)
 	_ sinks.Batcher = (*writer)(nil)
+	_ sinks.Trimmer = (*writer)(nil)
 )
 
-// Write maps each event to rows and gathers them for the next commit.
-// Events that do not map (a missing field, a value of the wrong type) are
-// reported in a *sinks.BatchError and left out; the commit's range still
-// covers them, as the runner dead-letters them before the Flush.
+// Write maps each event to rows of its table and gathers them for the
+// next commit. Events that do not map (a missing field, a value of the
+// wrong type) or that no route takes are reported in a *sinks.BatchError
+// and left out; the commit's range still covers them, as the runner
+// dead-letters them before the Flush.
 func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	if w.closed {
 		return sinks.ErrClosed
 	}
-	if w.record != nil {
-		return errors.New("write after a failed flush: flush again first")
+	for _, p := range w.parts {
+		if p.record != nil {
+			return errors.New("write after a failed flush: flush again first")
+		}
 	}
 	var failed []sinks.EventError
+	held := 0
 	for i := range events {
 		e := &events[i]
-		if dedupe.Covers(w.watermark, e.SequenceNumber) || w.open && e.SequenceNumber <= w.last {
+		if w.s.sel == nil && dedupe.Covers(w.parts[0].watermark, e.SequenceNumber) || w.open && e.SequenceNumber <= w.last {
 			w.log.Warn("skipping event already taken", "seq", e.SequenceNumber)
 			continue
 		}
-		if err := w.writeEvent(e); err != nil {
+		switch p, err := w.route(e); {
+		case err != nil:
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
+		case dedupe.Covers(p.watermark, e.SequenceNumber):
+			held++
+		default:
+			if err := w.writeEvent(p, e); err != nil {
+				failed = append(failed, sinks.EventError{Index: i, Err: err})
+			}
 		}
 		if !w.open {
 			w.open, w.first, w.openedAt = true, e.SequenceNumber, w.s.now()
 		}
 		w.last, w.lastOff = e.SequenceNumber, e.Offset
+	}
+	if held > 0 {
+		w.log.Info("skipping events their table already holds", "events", held, "up_to_seq", w.last)
+		w.held += held
 	}
 	if len(failed) > 0 {
 		return &sinks.BatchError{Failed: failed}
@@ -97,15 +127,27 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	return nil
 }
 
-// writeEvent adds the rows of e; an error is the event's. An exploded
+// route returns the part of e's table.
+func (w *writer) route(e *sinks.Event) (*part, error) {
+	if w.s.sel == nil {
+		return w.parts[0], nil
+	}
+	i, err := w.s.sel.Select(e)
+	if err != nil {
+		return nil, err
+	}
+	return w.parts[i], nil
+}
+
+// writeEvent adds the rows of e to p; an error is the event's. An exploded
 // element that does not map fails the event and its other rows are kept.
-func (w *writer) writeEvent(e *sinks.Event) error {
-	rows, err := w.s.mapper.Rows(e)
+func (w *writer) writeEvent(p *part, e *sinks.Event) error {
+	rows, err := p.d.mapper.Rows(e)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	n := len(w.s.cfg.Columns)
+	n := len(p.d.cols)
 	if cap(w.vals) < n {
 		w.vals = make([]any, n)
 	}
@@ -114,7 +156,7 @@ func (w *writer) writeEvent(e *sinks.Event) error {
 	for j := range rows.Len() {
 		err := rows.Map(j, vals)
 		if err == nil {
-			err = w.rows.check(vals)
+			err = p.rows.check(vals)
 		}
 		if err != nil {
 			if rows.Exploded() {
@@ -125,134 +167,160 @@ func (w *writer) writeEvent(e *sinks.Event) error {
 			}
 			continue
 		}
-		w.rows.add(vals)
+		p.rows.add(vals)
 	}
 	return first
 }
 
 // FlushDue reports whether the gathered rows should be committed: there
-// are max_rows of them, their estimated size reached max_bytes, or the
-// first was taken max_age ago.
+// are max_rows of them, their estimated size reached max_bytes (over all
+// tables), or the first was taken max_age ago.
 func (w *writer) FlushDue(now time.Time) bool {
 	if !w.open || w.closed {
 		return false
 	}
 	c := &w.s.cfg
-	return w.rows.rows >= c.MaxRows || w.rows.bytes >= int64(c.MaxBytes) || !now.Before(w.openedAt.Add(c.MaxAge))
+	var rows, bytes int64
+	for _, p := range w.parts {
+		rows, bytes = rows+p.rows.rows, bytes+p.rows.bytes
+	}
+	return rows >= c.MaxRows || bytes >= int64(c.MaxBytes) || !now.Before(w.openedAt.Add(c.MaxAge))
 }
 
-// Flush commits the gathered rows as one Iceberg snapshot: it writes them
-// to Parquet data files (iceberg-go's WriteRecords, with the table's field
-// IDs and statistics), then appends the files in one commit whose
-// snapshot summary carries the partition's new watermark. The commit
-// asserts the table's current snapshot: if another writer committed
-// first, the table is reloaded and, unless that writer advanced this
-// partition's watermark (this writer is then a stale owner: it removes its
-// files and returns sinks.ErrFenced), the commit is made again on the new
-// metadata with the same files. A failed Flush keeps the rows and files;
-// calling Flush again retries the commit.
+// Trimmed reports how many events of the last successful Flush were not
+// written because their table already held them.
+func (w *writer) Trimmed() int { return w.trimmed }
+
+// Flush commits the gathered rows as one Iceberg snapshot per table that
+// took rows (without routes, the table commits even when it took none: a
+// snapshot without files still moves its watermark). For each table it
+// writes the rows to Parquet data files (iceberg-go's WriteRecords, with
+// the table's field IDs and statistics), then appends the files in one
+// commit whose snapshot summary carries the partition's new watermark.
+// The commit asserts the table's current snapshot: if another writer
+// committed first, the table is reloaded and, unless that writer advanced
+// this partition's watermark (this writer is then a stale owner: it
+// removes its files and returns sinks.ErrFenced), the commit is made again
+// on the new metadata with the same files. A failed Flush keeps the rows
+// and files of the tables it did not commit; calling Flush again retries
+// those.
 func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 	if w.closed {
 		return nil, sinks.ErrClosed
 	}
 	if !w.open {
-		return w.watermark, nil
+		w.trimmed = 0
+		if w.s.sel != nil {
+			return nil, nil
+		}
+		return w.parts[0].watermark, nil
 	}
 	pos := &sinks.Position{SequenceNumber: w.last, Offset: w.lastOff}
-	fail := func(err error) (*sinks.Position, error) {
-		return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, w.first, w.last, err)
+	for _, p := range w.parts {
+		if p.record == nil && (w.s.sel == nil || p.rows.rows > 0) {
+			p.record = p.rows.record()
+		}
+		if p.record == nil {
+			continue
+		}
+		if err := w.commitPart(ctx, p, pos); err != nil {
+			return nil, fmt.Errorf("connector %q partition %s seq %d..%d: %w", w.s.info.Connector, w.partition, w.first, w.last, err)
+		}
+		w.log.Info("iceberg snapshot committed", "table", p.d.name(), "rows", p.record.NumRows(), "files", len(p.files), "first_seq", w.first, "last_seq", w.last)
+		p.reset()
+		p.watermark = pos
+		w.s.maybeMaintain(ctx, p.d)
 	}
-	if w.record == nil {
-		w.record = w.rows.record()
-	}
-	if !w.written {
-		if err := w.writeFiles(ctx); err != nil {
-			return fail(unreachable(err))
+	w.open, w.trimmed, w.held = false, w.held, 0
+	return pos, nil
+}
+
+// commitPart writes p's data files, unless an earlier attempt did, and
+// commits them up to pos.
+func (w *writer) commitPart(ctx context.Context, p *part, pos *sinks.Position) error {
+	if !p.written {
+		if err := w.writeFiles(ctx, p); err != nil {
+			return unreachable(err)
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		done, err := w.commit(ctx, pos)
+		done, err := w.commit(ctx, p, pos)
 		if done {
-			break
+			return nil
 		}
 		var injected *stepError
 		if errors.Is(err, sinks.ErrFenced) || errors.As(err, &injected) {
-			return fail(err)
+			return err
 		}
 		if attempt >= maxCommitAttempts {
-			return fail(unreachable(err))
+			return unreachable(err)
 		}
 		// Lost the race to another writer (the catalog refused the
 		// requirement), or the answer was lost: look again, on the
 		// catalog's current metadata, which also tells whether a commit
 		// whose answer was lost went through.
-		w.log.Debug("commit refused; reloading the table", "attempt", attempt, "err", err)
+		w.log.Debug("commit refused; reloading the table", "table", p.d.name(), "attempt", attempt, "err", err)
 		if err := backoff(ctx, attempt); err != nil {
-			return fail(unreachable(err))
+			return unreachable(err)
 		}
-		if _, err := w.s.refresh(ctx); err != nil {
-			return fail(unreachable(err))
+		if _, err := w.s.refresh(ctx, p.d); err != nil {
+			return unreachable(err)
 		}
 	}
-	w.log.Info("iceberg snapshot committed", "table", w.s.tableName(), "rows", w.record.NumRows(), "files", len(w.files), "first_seq", w.first, "last_seq", w.last)
-	w.reset()
-	w.watermark = pos
-	w.s.maybeMaintain(ctx)
-	return pos, nil
 }
 
-// writeFiles writes the gathered rows to data files of the table.
-func (w *writer) writeFiles(ctx context.Context) error {
+// writeFiles writes p's gathered rows to data files of its table.
+func (w *writer) writeFiles(ctx context.Context, p *part) error {
 	var files []ice.DataFile
-	if w.record.NumRows() > 0 {
-		tbl := w.s.current()
-		w.record.Retain() // WriteRecords releases what it takes; a retry needs it again
-		rec := w.record
+	if p.record.NumRows() > 0 {
+		tbl := p.d.current()
+		p.record.Retain() // WriteRecords releases what it takes; a retry needs it again
+		rec := p.record
 		records := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-		for df, err := range table.WriteRecords(ctx, tbl, w.s.arrow, records, table.WithWriteUUID(writeUUID(w.tag))) {
+		for df, err := range table.WriteRecords(ctx, tbl, p.d.arrow, records, table.WithWriteUUID(writeUUID(w.tag))) {
 			if err != nil {
 				w.removeFiles(ctx, tbl, files)
-				return fmt.Errorf("write data files: %w", err)
+				return fmt.Errorf("table %s: write data files: %w", p.d.name(), err)
 			}
 			files = append(files, df)
 		}
 	}
-	w.files, w.written = files, true
+	p.files, p.written = files, true
 	if err := w.s.step(stepDataWritten); err != nil {
-		w.ambiguous = true
+		p.ambiguous = true
 		return err
 	}
 	return nil
 }
 
-// commit makes one attempt at committing the files up to pos. It reports
+// commit makes one attempt at committing p's files up to pos. It reports
 // done when the table holds them (this attempt's, or an earlier one whose
 // outcome was unknown).
-func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) {
-	s := w.s
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	tbl := s.tbl
+func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool, error) {
+	s, d := w.s, p.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tbl := d.tbl
 	cur, err := watermarkOf(tbl.Metadata(), w.key)
 	if err != nil {
 		return false, err
 	}
-	if !samePosition(cur, w.watermark) {
-		if w.ambiguous && cur != nil && cur.SequenceNumber == pos.SequenceNumber {
+	if !samePosition(cur, p.watermark) {
+		if p.ambiguous && cur != nil && cur.SequenceNumber == pos.SequenceNumber {
 			// An earlier attempt whose answer was lost went through.
 			return true, nil
 		}
-		w.discard(ctx, tbl)
-		return false, fmt.Errorf("another writer committed this partition up to %s since this one's watermark %s: %w",
-			describe(cur), describe(w.watermark), sinks.ErrFenced)
+		w.discard(ctx, d, tbl)
+		return false, fmt.Errorf("another writer committed this partition to table %s up to %s since this one's watermark %s: %w",
+			d.name(), describe(cur), describe(p.watermark), sinks.ErrFenced)
 	}
 	tx := tbl.NewTransaction()
 	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
 		return false, err
 	}
 	props := summaryProps(tbl.Metadata(), w.key, pos)
-	if len(w.files) > 0 {
-		err = tx.AddDataFiles(ctx, w.files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
+	if len(p.files) > 0 {
+		err = tx.AddDataFiles(ctx, p.files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
 	} else {
 		// Only events without rows (dead letters, empty arrays): a snapshot
 		// without files still moves the watermark.
@@ -262,11 +330,11 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 		return false, fmt.Errorf("prepare the snapshot: %w", err)
 	}
 	if err := s.step(stepManifestWritten); err != nil {
-		w.ambiguous = true
+		p.ambiguous = true
 		return false, err
 	}
 	if err := s.step(stepBeforeSwap); err != nil {
-		w.ambiguous = true
+		p.ambiguous = true
 		return false, err
 	}
 	newTbl, err := tx.Commit(ctx)
@@ -277,13 +345,13 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 		// catalog may time out after applying the commit. The next attempt
 		// finds out from the metadata; the files are kept.
 		if !errors.Is(err, table.ErrCommitFailed) {
-			w.ambiguous = true
+			p.ambiguous = true
 		}
-		return false, fmt.Errorf("commit to table %s: %w", s.tableName(), err)
+		return false, fmt.Errorf("commit to table %s: %w", d.name(), err)
 	}
-	s.tbl = newTbl
+	d.tbl = newTbl
 	if err := s.step(stepAfterSwap); err != nil {
-		w.ambiguous = true
+		p.ambiguous = true
 		return false, err
 	}
 	return true, nil
@@ -310,30 +378,51 @@ func (w *writer) Close(ctx context.Context) error {
 		return nil
 	}
 	w.closed = true
-	w.discard(ctx, w.s.current())
-	w.rows.release()
+	for _, p := range w.parts {
+		w.discardPart(ctx, p, p.d.current())
+	}
+	w.release()
 	return nil
 }
 
-// discard drops the open commit: its rows and, unless a commit attempt of
-// them had an unknown outcome, its data files.
-func (w *writer) discard(ctx context.Context, tbl *table.Table) {
-	if w.written && !w.ambiguous {
-		w.removeFiles(ctx, tbl, w.files)
+// release frees the row builders.
+func (w *writer) release() {
+	for _, p := range w.parts {
+		p.rows.release()
 	}
-	if w.open && w.record == nil {
-		w.record = w.rows.record() // empties the builder
-	}
-	w.reset()
 }
 
-// reset forgets the open commit after it was made or dropped.
-func (w *writer) reset() {
-	if w.record != nil {
-		w.record.Release()
-		w.record = nil
+// discard drops the open commit, in every table: its rows and, unless a
+// commit attempt of them had an unknown outcome, its data files. The
+// caller holds the mutex of fenced, whose metadata is tbl.
+func (w *writer) discard(ctx context.Context, fenced *dest, tbl *table.Table) {
+	for _, p := range w.parts {
+		t := tbl
+		if p.d != fenced {
+			t = p.d.current()
+		}
+		w.discardPart(ctx, p, t)
 	}
-	w.open, w.written, w.files, w.ambiguous = false, false, nil, false
+	w.open, w.held = false, 0
+}
+
+func (w *writer) discardPart(ctx context.Context, p *part, tbl *table.Table) {
+	if p.written && !p.ambiguous {
+		w.removeFiles(ctx, tbl, p.files)
+	}
+	if p.record == nil && p.rows.rows > 0 {
+		p.record = p.rows.record() // empties the builder
+	}
+	p.reset()
+}
+
+// reset forgets the part's commit after it was made or dropped.
+func (p *part) reset() {
+	if p.record != nil {
+		p.record.Release()
+		p.record = nil
+	}
+	p.written, p.files, p.ambiguous = false, nil, false
 }
 
 // removeFiles removes data files that no commit references.
