@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -43,9 +45,34 @@ keep running; a sink unreachable at start is waited for, holding no
 partition. The process exits when stopped by a signal, or at once when every
 connector has failed.
 
+Without GOGC in the environment, the garbage collector runs at GOGC=200
+(Go's default is 100): fewer collections of the SDK's per-event garbage, for
+a heap that grows to about three times what is live, instead of twice.
+GOGC=100 restores Go's default; GOMEMLIMIT caps the heap as Go documents.
+
 Exit status: 0 stopped cleanly, 1 a connector failed (at any time during the
 run) or a drain did not finish, 2 bad usage or config.
 `
+
+// defaultGCPercent is the collector's target that `ehsink run` sets when
+// GOGC is not in its environment. Most of what ehsink allocates per event
+// is the SDK's and go-amqp's (about four in five objects), garbage at once;
+// the live heap is what the configuration bounds (prefetch, batches, open
+// files), so a higher target costs a bounded amount of memory and saves
+// collector CPU on every event.
+const defaultGCPercent = 200
+
+// setGCPercent applies defaultGCPercent unless GOGC is set (to anything:
+// the user chose) and returns the target in force.
+func setGCPercent(getenv func(string) string) int {
+	if v := getenv("GOGC"); v != "" {
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		return p
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	return defaultGCPercent
+}
 
 // runRun is `ehsink run`.
 func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -78,6 +105,7 @@ func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Wr
 	// Set once, before any SDK client exists, and never reset: SDK
 	// goroutines may still log while the process exits.
 	bridgeAzureLogs(logger)
+	logger.Debug("garbage collector", "gogc", setGCPercent(os.Getenv))
 
 	opts := connector.RunOptions{Connectors: names, Logger: logger, Control: connector.NewControl(), DevEnv: o.DevEnv}
 	if httpAddr == "" && cfg.HTTP != nil {

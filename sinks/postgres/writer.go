@@ -135,11 +135,14 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			continue
 		}
 		d, err := w.s.destOf(ctx, ev)
-		var evErr *eventError
-		if errors.As(err, &evErr) {
-			failed = append(failed, sinks.EventError{Index: i, Err: evErr.err})
-			continue
-		} else if err != nil {
+		if err != nil {
+			// Looked into only on an error: the target of errors.As
+			// escapes, an allocation per event otherwise.
+			var evErr *eventError
+			if errors.As(err, &evErr) {
+				failed = append(failed, sinks.EventError{Index: i, Err: evErr.err})
+				continue
+			}
 			return w.errorf("seq %d: %w", ev.SequenceNumber, err)
 		}
 		b := w.buf(d)
@@ -194,7 +197,8 @@ func (w *writer) bufferRows(d *dest, b *tableBuf, ev *sinks.Event, i int, failed
 	if err != nil {
 		return append(failed, sinks.EventError{Index: i, Err: err}), false
 	}
-	var kept *keptEvent
+	var kept keptEvent // a value: a pointer to it would escape, an allocation per event
+	haveKept := false
 	for j := range rows.Len() {
 		if b.n == len(b.rows) {
 			b.rows = append(b.rows, bufRow{vals: make([]any, len(r.copyCols))})
@@ -208,11 +212,10 @@ func (w *writer) bufferRows(d *dest, b *tableBuf, ev *sinks.Event, i int, failed
 			row.vals[ncols] = ev.SequenceNumber
 		}
 		row.pos = ev.Position()
-		if kept == nil {
-			k := w.keep(ev) // once per event, shared by its rows
-			kept = &k
+		if !haveKept {
+			kept, haveKept = w.keep(ev), true // once per event, shared by its rows
 		}
-		row.ev = *kept
+		row.ev = kept
 		b.n++
 		moved = true
 	}
