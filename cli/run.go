@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ehsink/ehsink/internal/config"
@@ -48,7 +49,10 @@ connector has failed.
 Without GOGC in the environment, the garbage collector runs at GOGC=200
 (Go's default is 100): fewer collections of the SDK's per-event garbage, for
 a heap that grows to about three times what is live, instead of twice.
-GOGC=100 restores Go's default; GOMEMLIMIT caps the heap as Go documents.
+GOGC=100 restores Go's default. Without GOMEMLIMIT, a container's memory
+limit (cgroup v2 memory.max) sets the heap's soft limit to 90 % of it, so
+the collector works harder before the limit instead of the process being
+killed at it.
 
 Exit status: 0 stopped cleanly, 1 a connector failed (at any time during the
 run) or a drain did not finish, 2 bad usage or config.
@@ -61,6 +65,29 @@ run) or a drain did not finish, 2 bad usage or config.
 // files), so a higher target costs a bounded amount of memory and saves
 // collector CPU on every event.
 const defaultGCPercent = 200
+
+// cgroupMemoryMax is where a cgroup v2 container sees its memory limit.
+const cgroupMemoryMax = "/sys/fs/cgroup/memory.max"
+
+// setMemoryLimit sets the heap's soft limit to 90 % of the container's
+// memory limit read from the file at path, unless GOMEMLIMIT is set or
+// there is no limit ("max", no file). It returns the limit set, or 0.
+func setMemoryLimit(getenv func(string) string, path string) int64 {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	max, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || max <= 0 {
+		return 0 // "max": no limit
+	}
+	limit := max / 10 * 9
+	debug.SetMemoryLimit(limit)
+	return limit
+}
 
 // setGCPercent applies defaultGCPercent unless GOGC is set (to anything:
 // the user chose) and returns the target in force.
@@ -105,7 +132,7 @@ func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Wr
 	// Set once, before any SDK client exists, and never reset: SDK
 	// goroutines may still log while the process exits.
 	bridgeAzureLogs(logger)
-	logger.Debug("garbage collector", "gogc", setGCPercent(os.Getenv))
+	logger.Debug("garbage collector", "gogc", setGCPercent(os.Getenv), "memory_limit", setMemoryLimit(os.Getenv, cgroupMemoryMax))
 
 	opts := connector.RunOptions{Connectors: names, Logger: logger, Control: connector.NewControl(), DevEnv: o.DevEnv}
 	if httpAddr == "" && cfg.HTTP != nil {
