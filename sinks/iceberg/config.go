@@ -52,6 +52,11 @@ type sinkConfig struct {
 	// partition resumes from its checkpoint, each table skipping what it
 	// already holds.
 	Routes []routeConfig `yaml:"routes,omitempty"`
+	// DeadLetterTable is the table in Namespace that the events the sink
+	// cannot write go to, committed before the data of the same flush,
+	// created if missing. If empty, Table + "_dead_letters", or
+	// "dead_letters" with Routes.
+	DeadLetterTable string `yaml:"dead_letter_table"`
 	// Properties are table properties set when the sink creates a table.
 	Properties map[string]string `yaml:"properties,omitempty"`
 	// MaxRows commits the rows gathered for a partition once there are at
@@ -87,6 +92,19 @@ type routeConfig struct {
 	// Partition is the partition spec of the route's table, as
 	// sinkConfig.Partition.
 	Partition []partitionField `yaml:"partition,omitempty"`
+}
+
+// deadLetterTable is the dead-letter table's name: DeadLetterTable, or
+// its default, which depends on Table (so it is not set by withDefaults:
+// a decoded config starts from newConfig's defaults).
+func (c *sinkConfig) deadLetterTable() string {
+	switch {
+	case c.DeadLetterTable != "":
+		return c.DeadLetterTable
+	case len(c.Routes) == 0 && c.Table != "":
+		return c.Table + "_dead_letters"
+	}
+	return "dead_letters"
 }
 
 // routes returns c's routes: its Routes, or the one route of a sink
@@ -328,6 +346,14 @@ func (c *sinkConfig) Validate() error {
 				fe(field+".column", fmt.Errorf("%q is not one of the columns", p.Column))
 			}
 		}
+	}
+	switch j, dup := tables[cc.deadLetterTable()]; {
+	case strings.ContainsAny(cc.DeadLetterTable, "./{}"):
+		fe("dead_letter_table", errors.New("a table name has no . or /"))
+	case dup && routed:
+		fe("dead_letter_table", fmt.Errorf("routes[%d] has the same table", j))
+	case dup:
+		fe("dead_letter_table", errors.New("is the table"))
 	}
 	w := &cc.Warehouse
 	if w.Dir != "" && w.Blob != nil {

@@ -56,6 +56,9 @@ func TestValidateNamesEachField(t *testing.T) {
 			routed(c)
 			c.Routes[1].Partition = []partitionField{{Column: "nope"}}
 		}, "routes[1].partition[0].column", "nope"},
+		{"dead letters in the table", func(c *sinkConfig) { c.DeadLetterTable = "orders" }, "dead_letter_table", "is the table"},
+		{"dead letters in a route's table", func(c *sinkConfig) { routed(c); c.DeadLetterTable = "rest" }, "dead_letter_table", "routes[1]"},
+		{"dotted dead-letter table", func(c *sinkConfig) { c.DeadLetterTable = "a.b" }, "dead_letter_table", "."},
 		{"negative max_rows", func(c *sinkConfig) { c.MaxRows = -1 }, "max_rows", "negative"},
 		{"negative keep_snapshots", func(c *sinkConfig) { c.Maintenance.KeepSnapshots = -1 }, "maintenance.keep_snapshots", "negative"},
 	} {

@@ -44,6 +44,15 @@
 // unknown); Open removes the partition's unreferenced files older than
 // maintenance.orphan_age, left by a process that died mid-commit.
 //
+// # Dead letters
+//
+// The writer is a [sinks.DeadLetterer]: the letters of a flush go to the
+// table dead_letter_table of the namespace, committed before the data with
+// the partition's watermark in that table. A flush replayed after a
+// failure between the two commits skips the letters that watermark
+// covers, and a stale owner is fenced by it, so each letter is stored
+// once.
+//
 // # Outages
 //
 // A catalog or warehouse that cannot be reached makes New, Open and Flush

@@ -41,7 +41,7 @@ func TestMaintenanceBoundsMetadata(t *testing.T) {
 			t.Fatalf("partition 0 holds %d rows, want %d", len(got), commits*5)
 		}
 		tbl := l.loadTable(t)
-		_ = filepath.WalkDir(l.warehousePath(), func(p string, d fs.DirEntry, err error) error {
+		_ = filepath.WalkDir(strings.TrimPrefix(tbl.Location(), "file://"), func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && !strings.HasSuffix(p, ".parquet") {
 				files++
 				if strings.HasSuffix(p, ".metadata.json") {

@@ -62,7 +62,9 @@ type sink struct {
 	// picks an event's (nil: the one table of a sink without routes).
 	dests []*dest
 	sel   *routing.Selector
-	now   func() time.Time
+	// dl is the dead-letter table.
+	dl  *dest
+	now func() time.Time
 	// hook, when set by a test, is called at each step of a commit and
 	// may fail it there (crash tests).
 	hook   func(step string) error
@@ -130,16 +132,11 @@ func newIcebergSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (_ *s
 	var names []string
 	for i, r := range c.routes() {
 		rt := shape.Routes[i]
-		d := &dest{route: rt.Name, ident: append(slices.Clone(ns), r.Table), cols: r.Columns, mapper: rt.Mapper, lastMaintenance: s.now()}
-		if d.tbl, err = s.loadOrCreate(ctx, d, r.Partition); err != nil {
+		d, err := s.openDest(ctx, ns, rt.Name, r.Table, r.Columns, r.Partition)
+		if err != nil {
 			return fail(err)
 		}
-		if d.file, err = fileSchema(d.tbl.Schema(), r.Columns); err != nil {
-			return fail(fmt.Errorf("table %s does not fit the columns: %w", d.name(), err))
-		}
-		if d.arrow, err = arrowSchema(d.file); err != nil {
-			return fail(err)
-		}
+		d.mapper = rt.Mapper
 		s.dests = append(s.dests, d)
 		var cond routing.Cond
 		if r.When != "" {
@@ -152,7 +149,27 @@ func newIcebergSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (_ *s
 	if shape.Routed {
 		s.sel = routing.NewSelector(conds, names)
 	}
+	if s.dl, err = s.openDest(ctx, ns, "dead letters", c.deadLetterTable(), deadLetterColumns(), nil); err != nil {
+		return fail(err)
+	}
 	return s, nil
+}
+
+// openDest loads (or creates) the table name of namespace ns with the
+// columns and partition spec, and checks that the columns fit it.
+func (s *sink) openDest(ctx context.Context, ns table.Identifier, route, name string, cols mapping.Columns, partition []partitionField) (*dest, error) {
+	d := &dest{route: route, ident: append(slices.Clone(ns), name), cols: cols, lastMaintenance: s.now()}
+	var err error
+	if d.tbl, err = s.loadOrCreate(ctx, d, partition); err != nil {
+		return nil, err
+	}
+	if d.file, err = fileSchema(d.tbl.Schema(), cols); err != nil {
+		return nil, fmt.Errorf("table %s does not fit the columns: %w", d.name(), err)
+	}
+	if d.arrow, err = arrowSchema(d.file); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // openCatalog connects to the configured catalog.
@@ -327,13 +344,14 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	}
 	w := &writer{s: s, partition: partition, key: watermarkKey(s.info, partition), log: s.log.With("partition", partition)}
 	w.tag = fileTag(w.key)
-	for _, d := range s.dests {
+	for _, d := range append([]*dest{s.dl}, s.dests...) {
 		tbl, err := s.refresh(ctx, d)
 		if err != nil {
+			w.release()
 			return fail(unreachable(err))
 		}
 		p := &part{d: d, rows: newRowBuilder(d.cols, d.arrow)}
-		w.parts = append(w.parts, p)
+		w.all = append(w.all, p)
 		if p.watermark, err = watermarkOf(tbl.Metadata(), w.key); err != nil {
 			w.release()
 			return fail(fmt.Errorf("table %s: %w", d.name(), err))
@@ -342,6 +360,12 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 			w.release()
 			return fail(unreachable(fmt.Errorf("table %s: %w", d.name(), err)))
 		}
+	}
+	// The dead letters commit first: a flush that fails after them
+	// replays its events, whose letters the table then skips.
+	w.dl, w.parts = w.all[0], w.all[1:]
+	if s.sel == nil {
+		w.parts[0].always = true
 	}
 	if s.sel != nil {
 		return w, nil, nil

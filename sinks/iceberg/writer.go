@@ -40,8 +40,12 @@ type writer struct {
 	partition string
 	key       string // the summary key of its watermark
 	tag       [6]byte
-	// parts are the partition's share of each table, as s.dests.
+	// parts are the partition's share of each table, as s.dests; dl is
+	// its share of the dead-letter table; all is both, dl first, in the
+	// order a flush commits them.
 	parts    []*part
+	dl       *part
+	all      []*part
 	open     bool // a commit is being gathered
 	first    int64
 	last     int64
@@ -72,6 +76,10 @@ type part struct {
 	// ambiguous says a commit attempt ended without knowing whether the
 	// catalog took it: the files are then never removed by this writer.
 	ambiguous bool
+	// always makes every flush commit to the table, with or without rows
+	// (a snapshot without files moves the watermark): the one table of a
+	// sink without routes, which the partition resumes from.
+	always bool
 }
 
 var (
@@ -89,7 +97,7 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	if w.closed {
 		return sinks.ErrClosed
 	}
-	for _, p := range w.parts {
+	for _, p := range w.all {
 		if p.record != nil {
 			return errors.New("write after a failed flush: flush again first")
 		}
@@ -216,8 +224,8 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		return w.parts[0].watermark, nil
 	}
 	pos := &sinks.Position{SequenceNumber: w.last, Offset: w.lastOff}
-	for _, p := range w.parts {
-		if p.record == nil && (w.s.sel == nil || p.rows.rows > 0) {
+	for _, p := range w.all {
+		if p.record == nil && (p.always || p.rows.rows > 0) {
 			p.record = p.rows.record()
 		}
 		if p.record == nil {
@@ -378,7 +386,7 @@ func (w *writer) Close(ctx context.Context) error {
 		return nil
 	}
 	w.closed = true
-	for _, p := range w.parts {
+	for _, p := range w.all {
 		w.discardPart(ctx, p, p.d.current())
 	}
 	w.release()
@@ -387,7 +395,7 @@ func (w *writer) Close(ctx context.Context) error {
 
 // release frees the row builders.
 func (w *writer) release() {
-	for _, p := range w.parts {
+	for _, p := range w.all {
 		p.rows.release()
 	}
 }
@@ -396,7 +404,7 @@ func (w *writer) release() {
 // commit attempt of them had an unknown outcome, its data files. The
 // caller holds the mutex of fenced, whose metadata is tbl.
 func (w *writer) discard(ctx context.Context, fenced *dest, tbl *table.Table) {
-	for _, p := range w.parts {
+	for _, p := range w.all {
 		t := tbl
 		if p.d != fenced {
 			t = p.d.current()

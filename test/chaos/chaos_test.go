@@ -37,15 +37,6 @@ const (
 
 var connectors = []string{connAppend, connUpsert, connParquet, connIceberg}
 
-// deadLettersAtLeastOnce names the connectors whose sink does not keep
-// dead letters itself: the runner's JSON lines store takes them (one
-// directory for the replicas here). A replay skips what the file holds
-// after the committed watermark, but a stale owner's letters interleaving
-// with the next owner's can leave one twice (docs/configuration.md,
-// errors.dead_letter.dir): repeats are counted, not failed; none may be
-// missing.
-var deadLettersAtLeastOnce = map[string]bool{connIceberg: true}
-
 // TestChaos runs the matrix once per load-balancing strategy.
 func TestChaos(t *testing.T) {
 	if os.Getenv("EHSINK_CHAOS") == "" {
@@ -309,10 +300,6 @@ func (h *harness) openStores(ctx context.Context) error {
 func (h *harness) config(dsn, az, ehAddr string) string {
 	lb := fmt.Sprintf("{strategy: %s, update_interval: %s, ownership_expiration: %s}", h.strategy, h.k.updateInterval, h.k.expiration)
 	src := func(group string) string {
-		dl := ""
-		if group == connIceberg {
-			dl = fmt.Sprintf(", dead_letter: {dir: %s}", h.icebergDeadLetterDir())
-		}
 		return fmt.Sprintf(`    source:
       connection: %q
       custom_endpoint: %s
@@ -322,8 +309,8 @@ func (h *harness) config(dsn, az, ehAddr string) string {
       load_balancing: %s
     checkpoint:
       blob: {connection: %q, container: chaos-ckpt}
-    errors: {retry: {max_backoff: 5s}, sink_timeout: %s%s}
-`, h.emu.conn, ehAddr, group, lb, az, sinkTimeout, dl)
+    errors: {retry: {max_backoff: 5s}, sink_timeout: %s}
+`, h.emu.conn, ehAddr, group, lb, az, sinkTimeout)
 	}
 	cols := `        id: {from: $.id, type: text}
         k: {from: $.k, type: text}

@@ -46,16 +46,47 @@ func (h *harness) icebergSink(dsn, cols string) string {
 
 func (h *harness) icebergDir() string { return filepath.Join(h.runDir, "iceberg") }
 
-// icebergDeadLetterDir is the Iceberg connector's errors.dead_letter.dir,
-// shared by the replicas (the runner's JSON lines store, one file per
-// partition).
-func (h *harness) icebergDeadLetterDir() string {
-	return filepath.Join(h.runDir, "iceberg-dead-letters")
-}
-
 // loadIceberg loads the table through iceberg-go's own sql catalog,
 // reaching PostgreSQL directly; nil when no replica has created it yet.
 func (h *harness) loadIceberg(ctx context.Context) (*table.Table, error) {
+	return h.loadIcebergTable(ctx, icebergTable)
+}
+
+// icebergDeadLetters reads the sink's dead-letter table (orders_dead_letters,
+// which each flush commits before its data) with iceberg-go's scan.
+func (h *harness) icebergDeadLetters(ctx context.Context) ([]deadLetter, error) {
+	tbl, err := h.loadIcebergTable(ctx, icebergTable+"_dead_letters")
+	if err != nil || tbl == nil || tbl.CurrentSnapshot() == nil {
+		return nil, err
+	}
+	_, itr, err := tbl.Scan(table.WithSelectedFields("partition", "sequence_number", "reason")).ToArrowRecords(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scan: %w", err)
+	}
+	var out []deadLetter
+	for rec, err := range itr {
+		if err != nil {
+			return nil, fmt.Errorf("scan: %w", err)
+		}
+		idx := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+		parts, ok1 := rec.Column(idx("partition")).(*array.String)
+		seqs, ok2 := rec.Column(idx("sequence_number")).(*array.Int64)
+		reasons, ok3 := rec.Column(idx("reason")).(*array.String)
+		if !ok1 || !ok2 || !ok3 {
+			rec.Release()
+			return nil, errors.New("the dead-letter table's columns are not partition string, sequence_number int64, reason string")
+		}
+		for i := range int(rec.NumRows()) {
+			out = append(out, deadLetter{pos{parts.Value(i), seqs.Value(i)}, reasons.Value(i)})
+		}
+		rec.Release()
+	}
+	return out, nil
+}
+
+// loadIcebergTable loads the table name of the connector's namespace; nil
+// when no replica has created it yet.
+func (h *harness) loadIcebergTable(ctx context.Context, name string) (*table.Table, error) {
 	db, err := sql.Open("pgx", h.dsn)
 	if err != nil {
 		return nil, err
@@ -65,7 +96,7 @@ func (h *harness) loadIceberg(ctx context.Context) (*table.Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("iceberg catalog: %w", err)
 	}
-	tbl, err := cat.LoadTable(ctx, table.Identifier{icebergNamespace, icebergTable})
+	tbl, err := cat.LoadTable(ctx, table.Identifier{icebergNamespace, name})
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.Is(err, catalog.ErrNoSuchTable) || errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not created, or no catalog tables yet
