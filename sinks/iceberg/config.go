@@ -196,6 +196,13 @@ type maintenanceConfig struct {
 	// it is removed as an orphan; younger ones may belong to a commit in
 	// progress. If zero, 1h.
 	OrphanAge time.Duration `yaml:"orphan_age"`
+	// Compact rewrites small data files into files of about
+	// CompactTargetSize at each maintenance, before the expiry.
+	Compact bool `yaml:"compact"`
+	// CompactTargetSize is the size compaction aims at; files under three
+	// quarters of it are rewritten (at least five in a partition). If
+	// zero, 128MiB.
+	CompactTargetSize config.ByteSize `yaml:"compact_target_size"`
 }
 
 // Defaults, applied by withDefaults.
@@ -209,6 +216,7 @@ const (
 	defaultMaxSnapshotAge    = time.Hour
 	defaultKeepMetadataFiles = 20
 	defaultOrphanAge         = time.Hour
+	defaultCompactTargetSize = 128 * config.MiB
 )
 
 func newConfig() *sinkConfig {
@@ -245,6 +253,9 @@ func (c *sinkConfig) withDefaults() {
 	}
 	if m.OrphanAge == 0 {
 		m.OrphanAge = defaultOrphanAge
+	}
+	if m.CompactTargetSize == 0 {
+		m.CompactTargetSize = defaultCompactTargetSize
 	}
 }
 
@@ -384,7 +395,7 @@ func (c *sinkConfig) Validate() error {
 	for field, neg := range map[string]bool{
 		"maintenance.every": m.Every < 0, "maintenance.keep_snapshots": m.KeepSnapshots < 0,
 		"maintenance.max_snapshot_age": m.MaxSnapshotAge < 0, "maintenance.keep_metadata_files": m.KeepMetadataFiles < 0,
-		"maintenance.orphan_age": m.OrphanAge < 0,
+		"maintenance.orphan_age": m.OrphanAge < 0, "maintenance.compact_target_size": m.CompactTargetSize < 0,
 	} {
 		if neg {
 			fe(field, errors.New("must not be negative"))

@@ -63,8 +63,10 @@
 //
 // # Maintenance
 //
-// Every maintenance.every, after a commit, the sink expires snapshots
-// (keeping keep_snapshots and those younger than max_snapshot_age) and
-// removes orphan files older than orphan_age; a table it creates keeps
-// keep_metadata_files previous metadata files.
+// Every maintenance.every, after a commit, the sink compacts small data
+// files when maintenance.compact is set (iceberg-go's planner and rewrite;
+// the rewrite's snapshot carries every watermark and asserts the snapshot
+// it read), expires snapshots (keeping keep_snapshots and those younger
+// than max_snapshot_age) and removes orphan files older than orphan_age;
+// a table it creates keeps keep_metadata_files previous metadata files.
 package iceberg

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/compaction"
 )
 
 // maybeMaintain runs maintenance after a commit once maintenance.every has
@@ -36,6 +37,12 @@ func (s *sink) maybeMaintain(ctx context.Context, d *dest) {
 // caller holds d.mu.
 func (s *sink) maintain(ctx context.Context, d *dest) error {
 	m := &s.cfg.Maintenance
+	if m.Compact {
+		if err := s.compact(ctx, d); err != nil {
+			// Tried again at the next maintenance; expiry still runs.
+			s.log.Warn("table compaction", "table", d.name(), "err", err)
+		}
+	}
 	before := len(d.tbl.Metadata().Snapshots())
 	for attempt := 1; ; attempt++ {
 		tx := d.tbl.NewTransaction()
@@ -63,5 +70,60 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 	}
 	s.log.Info("table maintenance", "table", d.name(), "snapshots_expired", before-len(d.tbl.Metadata().Snapshots()),
 		"snapshots", len(d.tbl.Metadata().Snapshots()), "orphans_removed", len(res.DeletedFiles))
+	return nil
+}
+
+// stepCompactionPlanned is the test hook's step between a compaction's
+// plan and its commit.
+const stepCompactionPlanned = "compaction planned"
+
+// compact rewrites d's small data files with iceberg-go's planner and
+// rewrite (files under three quarters of the target, at least five per
+// partition). Its snapshot carries the ehsink keys of the snapshot it
+// rewrites, unchanged, and asserts that snapshot: a commit of any writer
+// in between fails the compaction (tried again at the next maintenance)
+// rather than let it carry watermarks older than that commit's. The
+// caller holds d.mu.
+func (s *sink) compact(ctx context.Context, d *dest) error {
+	tbl := d.tbl
+	if tbl.CurrentSnapshot() == nil {
+		return nil
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return fmt.Errorf("plan the scan: %w", err)
+	}
+	cfg := compaction.DefaultConfig()
+	target := int64(s.cfg.Maintenance.CompactTargetSize)
+	cfg.TargetFileSizeBytes, cfg.MinFileSizeBytes, cfg.MaxFileSizeBytes = target, target*3/4, target*9/5
+	plan, err := cfg.PlanCompaction(tasks)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if len(plan.Groups) == 0 {
+		return nil
+	}
+	groups := make([]table.CompactionTaskGroup, len(plan.Groups))
+	for i, g := range plan.Groups {
+		groups[i] = table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
+		return err
+	}
+	res, err := tx.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{SnapshotProps: carriedProps(tbl.Metadata())})
+	if err != nil {
+		return fmt.Errorf("rewrite: %w", err)
+	}
+	if err := s.step(stepCompactionPlanned); err != nil {
+		return err
+	}
+	newTbl, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	d.tbl = newTbl
+	s.log.Info("table compacted", "table", d.name(), "files_removed", res.RemovedDataFiles, "files_added", res.AddedDataFiles,
+		"bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
 	return nil
 }

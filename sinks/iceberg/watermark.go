@@ -85,9 +85,17 @@ func watermarkOf(meta table.Metadata, key string) (*sinks.Position, error) {
 }
 
 // summaryProps are the snapshot properties of a commit of the partition
-// key up to pos: the ehsink keys of the current snapshot and of its
-// ancestors up to one that carries them all, with key set to pos.
+// key up to pos: the carried ehsink keys, with key set to pos.
 func summaryProps(meta table.Metadata, key string, pos *sinks.Position) ice.Properties {
+	props := carriedProps(meta)
+	props[key] = formatPosition(pos)
+	return props
+}
+
+// carriedProps are the ehsink keys of the current snapshot and of its
+// ancestors up to one that carries them all, marked as carrying them: the
+// summary of a snapshot that moves no watermark (a compaction).
+func carriedProps(meta table.Metadata) ice.Properties {
 	props := ice.Properties{}
 	ancestry(meta, func(snap *table.Snapshot) bool {
 		if snap.Summary == nil {
@@ -101,7 +109,6 @@ func summaryProps(meta table.Metadata, key string, pos *sinks.Position) ice.Prop
 		_, carried := snap.Summary.Properties[carriedKey]
 		return !carried
 	})
-	props[key] = formatPosition(pos)
 	props[carriedKey] = "carried"
 	return props
 }

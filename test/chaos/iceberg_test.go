@@ -28,8 +28,8 @@ const (
 )
 
 // icebergSink is the Iceberg connector's sink block. Maintenance runs
-// every 20 s, so that snapshot expiry and orphan removal run under the
-// faults too; orphan_age stays well above a commit's length.
+// every 20 s, so that compaction, snapshot expiry and orphan removal run
+// under the faults too; orphan_age stays well above a commit's length.
 func (h *harness) icebergSink(dsn, cols string) string {
 	return fmt.Sprintf(`    sink:
       type: iceberg
@@ -39,7 +39,7 @@ func (h *harness) icebergSink(dsn, cols string) string {
       warehouse: {dir: %s}
       max_age: 2s
       max_rows: 5000
-      maintenance: {every: 20s, keep_snapshots: 20, max_snapshot_age: 1m, orphan_age: 1m}
+      maintenance: {every: 20s, keep_snapshots: 20, max_snapshot_age: 1m, orphan_age: 1m, compact: true, compact_target_size: 4MiB}
       columns:
 %s`, dsn, icebergNamespace, icebergTable, h.icebergDir(), cols)
 }
