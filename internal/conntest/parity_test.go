@@ -262,6 +262,17 @@ routes:
 		},
 	},
 	{
+		name: "iceberg/templated tables, max_tables and names that are no table",
+		sink: `type: iceberg
+catalog: {type: sql, driver: sqlite, uri: $CATALOG}
+warehouse: {dir: $DIR}
+namespace: lake
+routes:
+  - {name: typed, when: "exists($.type)", table: "ev_{$.type}", max_tables: 2, columns: {seq: {from: "@sequence_number", type: int64}, type: $.type}}
+  - {name: rest, table: rest, columns: {seq: {from: "@sequence_number", type: int64}, v: $.v}}`,
+		bodies: []string{`{"type":"a"}`, `{"type":"b"}`, `{"type":"a"}`, `{"type":"c"}`, `{"type":"../up"}`, `{"type":7}`, `{"v":"x"}`, `nope`},
+	},
+	{
 		name: "iceberg/explode with routes",
 		sink: `type: iceberg
 catalog: {type: sql, driver: sqlite, uri: $CATALOG}

@@ -1,6 +1,7 @@
 package iceberg
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
@@ -82,8 +84,11 @@ type routeConfig struct {
 	// When is the condition an event must meet to take this route (package
 	// expr). Empty: every event no earlier route took (the default route).
 	When string `yaml:"when"`
-	// Table is the route's table in Namespace, created if missing.
-	// Required.
+	// Table is the route's table in Namespace, created if missing. It may
+	// take values of the event in placeholders: `events_{$.type}` (see
+	// [expr.Template]); the rendered name must then be letters, digits
+	// and _ (not starting with a digit), at most 128 bytes, else the event
+	// is a dead letter. Required.
 	Table string `yaml:"table"`
 	// Columns maps event values to the route's table. Required.
 	Columns mapping.Columns `yaml:"columns"`
@@ -92,7 +97,14 @@ type routeConfig struct {
 	// Partition is the partition spec of the route's table, as
 	// sinkConfig.Partition.
 	Partition []partitionField `yaml:"partition,omitempty"`
+	// MaxTables bounds how many tables a templated Table may name; an
+	// event that would name one more is a dead letter. If zero, 100.
+	MaxTables int `yaml:"max_tables"`
 }
+
+// defaultMaxTables is the bound of a templated route's tables when
+// MaxTables is zero.
+const defaultMaxTables = 100
 
 // deadLetterTable is the dead-letter table's name: DeadLetterTable, or
 // its default, which depends on Table (so it is not set by withDefaults:
@@ -328,15 +340,25 @@ func (c *sinkConfig) Validate() error {
 				fe(prefix+"when", err)
 			}
 		}
+		tmpl, terr := expr.CompileTemplate(r.Table)
 		switch j, dup := tables[r.Table]; {
 		case r.Table == "":
 			fe(prefix+"table", errors.New("required"))
-		case strings.ContainsAny(r.Table, "./{}"):
-			fe(prefix+"table", errors.New("a table name has no . or / (and is not a template)"))
+		case terr != nil:
+			fe(prefix+"table", terr)
+		case !tmpl.Literal() && !routed:
+			fe(prefix+"table", errors.New("a template of event values needs routes"))
+		case !tmpl.Literal():
+		case strings.ContainsAny(r.Table, "./"):
+			fe(prefix+"table", errors.New("a table name has no . or /"))
 		case dup:
 			fe(prefix+"table", fmt.Errorf("routes[%d] has the same table", j))
+		default:
+			tables[r.Table] = i
 		}
-		tables[r.Table] = i
+		if r.MaxTables < 0 {
+			fe(prefix+"max_tables", errors.New("must not be negative"))
+		}
 		if err := errors.Join(r.Columns.Validate(), mapping.Options{Explode: r.Explode}.Validate(r.Columns)); err != nil {
 			errs = append(errs, prefixFieldErrors(prefix+"columns", err))
 			continue
@@ -471,6 +493,7 @@ func (c *sinkConfig) String() string {
 // code path.
 func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
 	sh := tableshape.Shape{Routed: len(c.Routes) > 0}
+	var owners *routing.Owners
 	for i, r := range c.routes() {
 		dest := c.Namespace + "." + r.Table
 		rt := tableshape.Route{Name: r.Name, When: r.When, Dest: dest, DestIsTable: true, Columns: r.Columns, Explode: r.Explode}
@@ -486,9 +509,63 @@ func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
 		}
 		cols := r.Columns
 		rt.Mapper, rt.Check = m, func(row []any) error { return checkRow(cols, row, nil) }
+		if tmpl, err := expr.CompileTemplate(r.Table); err == nil && !tmpl.Literal() {
+			if owners == nil {
+				owners = newOwners(c)
+			}
+
+			name := rt.Name
+			rt.Render = func(ev *sinks.Event) (string, error) {
+				table, err := renderTable(name, tmpl, ev)
+				if err == nil {
+					if err = owners.Check(i, table); err == nil {
+						owners.Add(i, table)
+					}
+				}
+				return c.Namespace + "." + table, err
+			}
+		}
 		sh.Routes = append(sh.Routes, rt)
 	}
 	return sh, nil
+}
+
+// newOwners returns which route writes each table of c (see
+// routing.Owners).
+func newOwners(c *sinkConfig) *routing.Owners {
+	routes := c.routes()
+	names, max, literal := make([]string, len(routes)), make([]int, len(routes)), make([]string, len(routes))
+	for i, r := range routes {
+		names[i], max[i] = cmp.Or(r.Name, c.Namespace+"."+r.Table), cmp.Or(r.MaxTables, defaultMaxTables)
+		if tmpl, err := expr.CompileTemplate(r.Table); err == nil && tmpl.Literal() {
+			literal[i] = r.Table
+		}
+	}
+	return routing.NewOwners(names, max, literal)
+}
+
+// maxTableName bounds a rendered table name.
+const maxTableName = 128
+
+// renderTable renders the table a templated route names for ev and checks
+// that it is a table name: letters, digits and _, not starting with a
+// digit, at most maxTableName bytes (an event cannot name a namespace or
+// a path).
+func renderTable(route string, tmpl *expr.Template, ev *sinks.Event) (string, error) {
+	b, err := tmpl.Append(nil, ev)
+	if err != nil {
+		return "", fmt.Errorf("route %s: table: %w", route, err)
+	}
+	name := string(b)
+	if name == "" || len(name) > maxTableName {
+		return "", fmt.Errorf("route %s: table %q: want 1 to %d bytes", route, name, maxTableName)
+	}
+	for i, r := range name {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return "", fmt.Errorf("route %s: table %q is not a table name (letters, digits and _, not starting with a digit)", route, name)
+		}
+	}
+	return name, nil
 }
 
 // warehouseLocation is the catalog's warehouse location with the io

@@ -32,7 +32,9 @@
 // Writers of one sink commit one at a time.
 //
 // With routes, each event goes to the table of the first route whose
-// condition holds, and a flush commits one snapshot per table that took
+// condition holds (a templated table, such as events_{$.type}, is loaded
+// or created when an event first names it, at most max_tables per route),
+// and a flush commits one snapshot per table that took
 // rows, one after the other (a catalog has no commit across tables). No
 // table's watermark then speaks for the others, so Open reports none and
 // the partition resumes from its checkpoint, which the runner writes only

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
@@ -192,5 +195,66 @@ func TestRoutedEventNoRouteTakes(t *testing.T) {
 	}
 	if got := l.scanNamed(t, "big")["0"]; !slices.Equal(got, []int64{0, 1, 2}) {
 		t.Errorf("table big holds %v, want [0 1 2]", got)
+	}
+}
+
+// TestRoutedTemplatedTables: a route whose table is a template of event
+// values creates each table it names, up to max_tables; a name past the
+// bound, or one that is not a table name, makes the event a dead letter.
+// A second sink replaying the same events (a resume from the checkpoint)
+// finds what each named table holds and writes nothing twice.
+func TestRoutedTemplatedTables(t *testing.T) {
+	ctx := context.Background()
+	l := newLake(t)
+	cols := func() mapping.Columns {
+		var cs mapping.Columns
+		for _, c := range [][3]string{{"seq", "@sequence_number", "int64"}, {"partition", "@partition", "string"}} {
+			col, err := mapping.NewColumn(c[0], c[1], c[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, col)
+		}
+		return cs
+	}
+	edit := func(c *sinkConfig) {
+		c.Table, c.Columns = "", nil
+		c.Routes = []routeConfig{
+			{Name: "kinds", When: "exists($.kind)", Table: "k_{$.kind}", Columns: cols(), MaxTables: 2},
+			{Name: "rest", Table: "rest", Columns: cols()},
+		}
+	}
+	var events []sinks.Event
+	for i, body := range []string{`{"kind":"a"}`, `{"kind":"b"}`, `{"kind":"a"}`, `{"kind":"c"}`, `{"kind":"x-y"}`, `{}`} {
+		events = append(events, sinks.Event{Partition: "0", SequenceNumber: int64(i), Offset: strconv.Itoa(i), Body: []byte(body)})
+	}
+	for run := range 2 {
+		s := l.newSink(t, edit)
+		w, _, err := s.Open(ctx, "0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.Write(ctx, events)
+		var be *sinks.BatchError
+		if !errors.As(err, &be) || len(be.Failed) != 2 {
+			t.Fatalf("run %d: Write: %v, want events 3 and 4 failed", run, err)
+		}
+		for k, want := range map[int]string{3: "max_tables", 4: "not a table name"} {
+			if f := be.Failed[k-3]; f.Index != k || !strings.Contains(f.Err.Error(), want) {
+				t.Errorf("run %d: failed event %d: %v, want event %d: ...%s...", run, k-3, f.Err, k, want)
+			}
+		}
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := w.(*writer).Trimmed(), 4*run; got != want {
+			t.Errorf("run %d: Trimmed() = %d, want %d", run, got, want)
+		}
+		w.Close(ctx)
+		for name, want := range map[string][]int64{"k_a": {0, 2}, "k_b": {1}, "rest": {5}} {
+			if got := l.scanNamed(t, name)["0"]; !slices.Equal(got, want) {
+				t.Errorf("run %d: table %s holds %v, want %v", run, name, got, want)
+			}
+		}
 	}
 }

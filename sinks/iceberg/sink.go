@@ -24,9 +24,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for a sql catalog on PostgreSQL
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite", pure Go (no cgo)
 
+	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
+	tableshape "github.com/ehsink/ehsink/sinks/table"
 )
 
 func init() { sinks.Register("iceberg", driver{}) }
@@ -58,10 +60,19 @@ type sink struct {
 	// restWarehouse is the location under which a REST catalog is asked
 	// to place a table the sink creates ("": where the catalog chooses).
 	restWarehouse string
-	// dests are the tables, one per route, in the routes' order; sel
-	// picks an event's (nil: the one table of a sink without routes).
+	// dests are the tables, one per route, in the routes' order (nil for
+	// a route whose table is a template: tmpls holds it); sel picks an
+	// event's route (nil: the one table of a sink without routes).
 	dests []*dest
+	tmpls []*expr.Template
 	sel   *routing.Selector
+	ns    table.Identifier
+	// shape is the routes' mapping, which templated tables map with.
+	shape tableshape.Shape
+	// mu guards named and owners: the tables templated routes have named.
+	mu     sync.Mutex
+	named  map[string]*namedDest
+	owners *routing.Owners
 	// dl is the dead-letter table.
 	dl  *dest
 	now func() time.Time
@@ -91,6 +102,19 @@ type dest struct {
 }
 
 func (d *dest) name() string { return strings.Join(d.ident, ".") }
+
+// namedDest is a table a templated route named: its dest, or why it
+// cannot be written (looked at again after retryNamedAfter).
+type namedDest struct {
+	d        *dest
+	err      error
+	failedAt time.Time
+}
+
+// retryNamedAfter is how long a table that could not be written (a schema
+// that does not fit) makes its events dead letters before it is looked at
+// again.
+const retryNamedAfter = time.Minute
 
 // current returns the newest table metadata the sink has seen.
 func (d *dest) current() *table.Table {
@@ -124,29 +148,33 @@ func newIcebergSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (_ *s
 	if err := s.ensureNamespace(ctx, ns); err != nil {
 		return fail(unreachable(err))
 	}
-	shape, err := c.TableShape()
-	if err != nil {
+	s.ns = ns
+	if s.shape, err = c.TableShape(); err != nil {
 		return fail(err)
 	}
+	s.named, s.owners = map[string]*namedDest{}, newOwners(&c)
 	var conds []routing.Cond
 	var names []string
 	for i, r := range c.routes() {
-		rt := shape.Routes[i]
-		d, err := s.openDest(ctx, ns, rt.Name, r.Table, r.Columns, r.Partition)
-		if err != nil {
-			return fail(err)
+		rt := s.shape.Routes[i]
+		tmpl, _ := expr.CompileTemplate(r.Table) // checked by Validate
+		var d *dest
+		if tmpl.Literal() {
+			if d, err = s.openDest(ctx, ns, rt.Name, r.Table, r.Columns, r.Partition); err != nil {
+				return fail(err)
+			}
+			d.mapper, tmpl = rt.Mapper, nil
 		}
-		d.mapper = rt.Mapper
-		s.dests = append(s.dests, d)
+		s.dests, s.tmpls = append(s.dests, d), append(s.tmpls, tmpl)
 		var cond routing.Cond
 		if r.When != "" {
 			if cond, err = routing.CompileCondition(r.When); err != nil {
-				return fail(fmt.Errorf("route %s: when: %w", d.route, err))
+				return fail(fmt.Errorf("route %s: when: %w", rt.Name, err))
 			}
 		}
-		conds, names = append(conds, cond), append(names, d.route)
+		conds, names = append(conds, cond), append(names, rt.Name)
 	}
-	if shape.Routed {
+	if s.shape.Routed {
 		s.sel = routing.NewSelector(conds, names)
 	}
 	if s.dl, err = s.openDest(ctx, ns, "dead letters", c.deadLetterTable(), deadLetterColumns(), nil); err != nil {
@@ -170,6 +198,45 @@ func (s *sink) openDest(ctx context.Context, ns table.Identifier, route, name st
 		return nil, err
 	}
 	return d, nil
+}
+
+// namedBy returns the table that the templated route i names for ev,
+// loading or creating it the first time. An error of the event (a name
+// the template cannot render, or that is not a table name, a table past
+// max_tables or another route's, a table whose schema does not fit) is
+// returned as evErr; err is a catalog that cannot be reached.
+func (s *sink) namedBy(ctx context.Context, i int, ev *sinks.Event) (d *dest, evErr, err error) {
+	rt, r := s.shape.Routes[i], s.cfg.routes()[i]
+	name, evErr := renderTable(rt.Name, s.tmpls[i], ev)
+	if evErr != nil {
+		return nil, evErr, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.owners.Check(i, name); err != nil {
+		return nil, err, nil
+	}
+	nd := s.named[name]
+	if nd != nil && (nd.err == nil || s.now().Sub(nd.failedAt) < retryNamedAfter) {
+		return nd.d, nd.err, nil
+	}
+	d, err = s.openDest(ctx, s.ns, rt.Name, name, r.Columns, r.Partition)
+	if err != nil && sinks.IsTransient(unreachable(err)) {
+		return nil, nil, fmt.Errorf("route %s: table %s: %w", rt.Name, name, unreachable(err))
+	}
+	if nd == nil {
+		nd = &namedDest{}
+		s.named[name] = nd
+		s.owners.Add(i, name)
+	}
+	if err != nil {
+		nd.d, nd.err, nd.failedAt = nil, fmt.Errorf("route %s: table %s: %w", rt.Name, name, err), s.now()
+		s.log.Warn("a table named by events cannot be written; its events are dead letters", "route", rt.Name, "table", name, "err", err)
+		return nil, nd.err, nil
+	}
+	d.mapper = rt.Mapper
+	nd.d, nd.err = d, nil
+	return d, nil, nil
 }
 
 // openCatalog connects to the configured catalog.
@@ -344,26 +411,23 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	}
 	w := &writer{s: s, partition: partition, key: watermarkKey(s.info, partition), log: s.log.With("partition", partition)}
 	w.tag = fileTag(w.key)
-	for _, d := range append([]*dest{s.dl}, s.dests...) {
-		tbl, err := s.refresh(ctx, d)
-		if err != nil {
-			w.release()
-			return fail(unreachable(err))
-		}
-		p := &part{d: d, rows: newRowBuilder(d.cols, d.arrow)}
-		w.all = append(w.all, p)
-		if p.watermark, err = watermarkOf(tbl.Metadata(), w.key); err != nil {
-			w.release()
-			return fail(fmt.Errorf("table %s: %w", d.name(), err))
-		}
-		if err := s.removeUncommitted(ctx, tbl, w.tag); err != nil {
-			w.release()
-			return fail(unreachable(fmt.Errorf("table %s: %w", d.name(), err)))
-		}
-	}
 	// The dead letters commit first: a flush that fails after them
 	// replays its events, whose letters the table then skips.
-	w.dl, w.parts = w.all[0], w.all[1:]
+	var err error
+	if w.dl, err = w.openPart(ctx, s.dl); err != nil {
+		w.release()
+		return fail(err)
+	}
+	for _, d := range s.dests {
+		var p *part
+		if d != nil {
+			if p, err = w.openPart(ctx, d); err != nil {
+				w.release()
+				return fail(err)
+			}
+		}
+		w.parts = append(w.parts, p)
+	}
 	if s.sel == nil {
 		w.parts[0].always = true
 	}
@@ -371,6 +435,25 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return w, nil, nil
 	}
 	return w, w.parts[0].watermark, nil
+}
+
+// openPart reloads d's table, reads the partition's watermark there and
+// removes the partition's files no commit took; the part joins w.all.
+func (w *writer) openPart(ctx context.Context, d *dest) (*part, error) {
+	tbl, err := w.s.refresh(ctx, d)
+	if err != nil {
+		return nil, unreachable(err)
+	}
+	wm, err := watermarkOf(tbl.Metadata(), w.key)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", d.name(), err)
+	}
+	if err := w.s.removeUncommitted(ctx, tbl, w.tag); err != nil {
+		return nil, unreachable(fmt.Errorf("table %s: %w", d.name(), err))
+	}
+	p := &part{d: d, watermark: wm, rows: newRowBuilder(d.cols, d.arrow)}
+	w.all = append(w.all, p)
+	return p, nil
 }
 
 // refresh loads the table's current metadata from the catalog. It holds

@@ -40,10 +40,12 @@ type writer struct {
 	partition string
 	key       string // the summary key of its watermark
 	tag       [6]byte
-	// parts are the partition's share of each table, as s.dests; dl is
-	// its share of the dead-letter table; all is both, dl first, in the
-	// order a flush commits them.
+	// parts are the partition's share of each route's table, as s.dests
+	// (nil for a templated route, whose tables' parts are in named); dl
+	// is its share of the dead-letter table; all holds every part, dl
+	// first, in the order a flush commits them.
 	parts    []*part
+	named    map[*dest]*part
 	dl       *part
 	all      []*part
 	open     bool // a commit is being gathered
@@ -93,7 +95,7 @@ var (
 // wrong type) or that no route takes are reported in a *sinks.BatchError
 // and left out; the commit's range still covers them, as the runner
 // dead-letters them before the Flush.
-func (w *writer) Write(_ context.Context, events []sinks.Event) error {
+func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	if w.closed {
 		return sinks.ErrClosed
 	}
@@ -110,7 +112,13 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 			w.log.Warn("skipping event already taken", "seq", e.SequenceNumber)
 			continue
 		}
-		switch p, err := w.route(e); {
+		p, err, infra := w.route(ctx, e)
+		if infra != nil {
+			// Nothing of e taken: the runner retries the batch, whose
+			// events up to here are skipped as already taken.
+			return fmt.Errorf("connector %q partition %s seq %d: %w", w.s.info.Connector, w.partition, e.SequenceNumber, infra)
+		}
+		switch {
 		case err != nil:
 			failed = append(failed, sinks.EventError{Index: i, Err: err})
 		case dedupe.Covers(p.watermark, e.SequenceNumber):
@@ -135,16 +143,34 @@ func (w *writer) Write(_ context.Context, events []sinks.Event) error {
 	return nil
 }
 
-// route returns the part of e's table.
-func (w *writer) route(e *sinks.Event) (*part, error) {
+// route returns the part of e's table, or the event's error, or an
+// error of the catalog (infra) when a templated route's table cannot be
+// loaded.
+func (w *writer) route(ctx context.Context, e *sinks.Event) (p *part, err, infra error) {
 	if w.s.sel == nil {
-		return w.parts[0], nil
+		return w.parts[0], nil, nil
 	}
 	i, err := w.s.sel.Select(e)
 	if err != nil {
-		return nil, err
+		return nil, err, nil
 	}
-	return w.parts[i], nil
+	if w.s.tmpls[i] == nil {
+		return w.parts[i], nil, nil
+	}
+	d, err, infra := w.s.namedBy(ctx, i, e)
+	if err != nil || infra != nil {
+		return nil, err, infra
+	}
+	if p = w.named[d]; p == nil {
+		if p, infra = w.openPart(ctx, d); infra != nil {
+			return nil, nil, infra
+		}
+		if w.named == nil {
+			w.named = map[*dest]*part{}
+		}
+		w.named[d] = p
+	}
+	return p, nil, nil
 }
 
 // writeEvent adds the rows of e to p; an error is the event's. An exploded
@@ -189,7 +215,7 @@ func (w *writer) FlushDue(now time.Time) bool {
 	}
 	c := &w.s.cfg
 	var rows, bytes int64
-	for _, p := range w.parts {
+	for _, p := range w.all {
 		rows, bytes = rows+p.rows.rows, bytes+p.rows.bytes
 	}
 	return rows >= c.MaxRows || bytes >= int64(c.MaxBytes) || !now.Before(w.openedAt.Add(c.MaxAge))

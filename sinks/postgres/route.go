@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/internal/table/expr"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -59,7 +60,7 @@ func (s *sink) destOf(ctx context.Context, ev *sinks.Event) (*dest, error) {
 func (s *sink) templated(ctx context.Context, r *route, name string, parts []string) (*dest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.owners.check(r.index, name); err != nil {
+	if err := s.owners.Check(r.index, name); err != nil {
 		return nil, &eventError{err}
 	}
 	d := s.dests[name]
@@ -78,7 +79,7 @@ func (s *sink) templated(ctx context.Context, r *route, name string, parts []str
 	}
 	if _, seen := s.dests[name]; !seen {
 		s.dests[name] = d
-		s.owners.add(r.index, name)
+		s.owners.Add(r.index, name)
 	}
 	if err != nil {
 		d.err, d.failedAt = fmt.Errorf("route %s: table %s: %w", r.name, name, err), time.Now()
@@ -89,56 +90,18 @@ func (s *sink) templated(ctx context.Context, r *route, name string, parts []str
 	return d, nil
 }
 
-// tableOwners says which route writes each table of a connector: a
-// route's literal table from the start, a templated route's tables as
-// events name them, at most max_tables of them per route. One table has
-// one column mapping, so a table a second route names is an error of the
-// event. The running sink (templated) and `ehsink test` (the Render of
-// TableShape) ask the same questions of it. It is not safe for concurrent
-// use (the sink holds its mu).
-type tableOwners struct {
-	names []string       // route names, by index
-	max   []int          // max_tables, by route index
-	owner map[string]int // table → the index of the route that writes it
-	count []int          // tables each route has named so far
-}
-
-func newTableOwners(c *sinkConfig) *tableOwners {
+// newTableOwners returns which route writes each table of c (see
+// routing.Owners).
+func newTableOwners(c *sinkConfig) *routing.Owners {
 	routes := c.routes()
-	o := &tableOwners{owner: map[string]int{}, count: make([]int, len(routes))}
+	names, max, literal := make([]string, len(routes)), make([]int, len(routes)), make([]string, len(routes))
 	for i, rc := range routes {
-		o.names = append(o.names, routeName(rc))
-		o.max = append(o.max, cmp.Or(rc.MaxTables, defaultMaxTables))
+		names[i], max[i] = routeName(rc), cmp.Or(rc.MaxTables, defaultMaxTables)
 		if tmpl, err := expr.CompileTemplate(rc.Table); err == nil && tmpl.Literal() {
-			if _, dup := o.owner[rc.Table]; !dup {
-				o.owner[rc.Table] = i
-			}
+			literal[i] = rc.Table
 		}
 	}
-	return o
-}
-
-// check returns why route i may not write table name, an error of the
-// event that named it; nil when it may.
-func (o *tableOwners) check(i int, name string) error {
-	if j, ok := o.owner[name]; ok {
-		if j != i {
-			return fmt.Errorf("route %s: table %s is written by route %s (one table, one column mapping)", o.names[i], name, o.names[j])
-		}
-		return nil
-	}
-	if o.count[i] >= o.max[i] {
-		return fmt.Errorf("route %s: table %s would be table %d of the route, past max_tables %d", o.names[i], name, o.count[i]+1, o.max[i])
-	}
-	return nil
-}
-
-// add records that route i writes table name, which check allowed.
-func (o *tableOwners) add(i int, name string) {
-	if _, ok := o.owner[name]; !ok {
-		o.owner[name] = i
-		o.count[i]++
-	}
+	return routing.NewOwners(names, max, literal)
 }
 
 // prepareTemplated checks (or creates) d's table on a pool connection.

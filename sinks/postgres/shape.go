@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ehsink/ehsink/internal/table/expr"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/table"
 )
@@ -18,7 +19,7 @@ import (
 func (c *sinkConfig) TableShape() (table.Shape, error) {
 	d := c.withDefaults()
 	s := table.Shape{Routed: len(d.Routes) > 0, Format: d.Format, Delete: d.Delete}
-	var owners *tableOwners
+	var owners *routing.Owners
 	for i, rc := range d.routes() {
 		r := table.Route{Name: routeName(rc), When: rc.When, Dest: rc.Table, DestIsTable: true, Columns: rc.Columns, Key: rc.Key, Explode: rc.Explode}
 		var err error
@@ -37,8 +38,8 @@ func (c *sinkConfig) TableShape() (table.Shape, error) {
 			r.Render = func(ev *sinks.Event) (string, error) {
 				table, _, err := renderTable(r.Name, tmpl, ev)
 				if err == nil {
-					if err = owners.check(i, table); err == nil {
-						owners.add(i, table)
+					if err = owners.Check(i, table); err == nil {
+						owners.Add(i, table)
 					}
 				}
 				return table, err

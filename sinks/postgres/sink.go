@@ -71,7 +71,7 @@ type sink struct {
 
 	mu     sync.Mutex       // guards the 3 following fields
 	dests  map[string]*dest // tables of templated routes, by rendered name
-	owners *tableOwners     // which route writes each table
+	owners *routing.Owners  // which route writes each table
 	nextID int              // the id of the next dest
 
 	watermarks, deadLetters pgx.Identifier
