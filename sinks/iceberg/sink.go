@@ -104,17 +104,12 @@ type dest struct {
 func (d *dest) name() string { return strings.Join(d.ident, ".") }
 
 // namedDest is a table a templated route named: its dest, or why it
-// cannot be written (looked at again after retryNamedAfter).
+// cannot be written (looked at again after routing.RetryUnwritableAfter).
 type namedDest struct {
 	d        *dest
 	err      error
 	failedAt time.Time
 }
-
-// retryNamedAfter is how long a table that could not be written (a schema
-// that does not fit) makes its events dead letters before it is looked at
-// again.
-const retryNamedAfter = time.Minute
 
 // current returns the newest table metadata the sink has seen.
 func (d *dest) current() *table.Table {
@@ -217,7 +212,7 @@ func (s *sink) namedBy(ctx context.Context, i int, ev *sinks.Event) (d *dest, ev
 		return nil, err, nil
 	}
 	nd := s.named[name]
-	if nd != nil && (nd.err == nil || s.now().Sub(nd.failedAt) < retryNamedAfter) {
+	if nd != nil && (nd.err == nil || s.now().Sub(nd.failedAt) < routing.RetryUnwritableAfter) {
 		return nd.d, nd.err, nil
 	}
 	d, err = s.openDest(ctx, s.ns, rt.Name, name, r.Columns, r.Partition)

@@ -64,7 +64,7 @@ func (s *sink) templated(ctx context.Context, r *route, name string, parts []str
 		return nil, &eventError{err}
 	}
 	d := s.dests[name]
-	if d != nil && (d.err == nil || time.Since(d.failedAt) < retryDestAfter) {
+	if d != nil && (d.err == nil || time.Since(d.failedAt) < routing.RetryUnwritableAfter) {
 		if d.err != nil {
 			return nil, &eventError{d.err}
 		}

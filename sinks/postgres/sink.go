@@ -127,10 +127,6 @@ type dest struct {
 	failedAt time.Time
 }
 
-// retryDestAfter is how long a templated table found unusable stays so
-// before it is looked at again (it may have been created meanwhile).
-const retryDestAfter = time.Minute
-
 // newPostgresSink connects to the database, checks (or creates) the target tables and
 // the sink's state tables, and returns the sink. ctx bounds the call only.
 // cfg is validated first; its defaults are applied to a copy. Tables of

@@ -1,6 +1,15 @@
 package routing
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
+
+// RetryUnwritableAfter is how long a table a templated route named, found
+// unwritable (columns that do not fit, no such table), keeps its events
+// dead letters before the sink looks at it again. The sinks share it so
+// that the docs state one figure.
+const RetryUnwritableAfter = time.Minute
 
 // Owners says which route writes each destination of a connector: a
 // route's literal destination from the start, a templated route's
