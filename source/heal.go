@@ -36,11 +36,6 @@ const (
 func (s *Source) noteClaims(got []azeventhubs.Ownership) {
 	now := time.Now()
 	claimed := map[string]azeventhubs.Ownership{}
-	for _, o := range got {
-		if o.OwnerID == s.owner {
-			claimed[o.PartitionID] = o
-		}
-	}
 	var gone []string
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
@@ -49,6 +44,11 @@ func (s *Source) noteClaims(got []azeventhubs.Ownership) {
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, o := range got {
+		if o.OwnerID == s.owner && !s.givenUpLocked(o.PartitionID, now) {
+			claimed[o.PartitionID] = o
+		}
+	}
 	s.claimed = claimed
 	for id := range s.resolved {
 		if _, ok := claimed[id]; !ok {
@@ -139,7 +139,9 @@ func (s *Source) takeUnresolved(id string) error {
 }
 
 // release gives the lease of partition id up (best effort: an unrenewed
-// lease expires anyway).
+// lease expires anyway). A write that lost the race with a renewal the
+// processor sent meanwhile (the lease's etag moved) is tried again on the
+// lease as it is now, while it is still this replica's.
 func (s *Source) release(ctx context.Context, id string) {
 	s.mu.Lock()
 	o, ok := s.claimed[id]
@@ -152,12 +154,73 @@ func (s *Source) release(ctx context.Context, id string) {
 	if !ok {
 		return
 	}
-	o.OwnerID = ""
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
-	if _, err := s.opts.Store.ClaimOwnership(ctx, []azeventhubs.Ownership{o}, nil); err != nil {
-		s.log.Debug("giving the lease up", "partition", id, "err", err)
+	for range releaseAttempts {
+		o.OwnerID = ""
+		got, err := s.opts.Store.ClaimOwnership(ctx, []azeventhubs.Ownership{o}, nil)
+		if err != nil {
+			s.log.Debug("giving the lease up", "partition", id, "err", err)
+			return
+		}
+		if len(got) == 1 {
+			return
+		}
+		owns, err := s.opts.Store.ListOwnership(ctx, o.FullyQualifiedNamespace, o.EventHubName, o.ConsumerGroup, nil)
+		if err != nil {
+			s.log.Debug("giving the lease up: listing the leases", "partition", id, "err", err)
+			return
+		}
+		i := slices.IndexFunc(owns, func(x azeventhubs.Ownership) bool { return x.PartitionID == id })
+		if i < 0 || owns[i].OwnerID != s.owner {
+			return
+		}
+		o = owns[i]
 	}
+	s.log.Debug("giving the lease up: the lease kept changing", "partition", id)
+}
+
+// releaseAttempts bounds release's writes of one lease.
+const releaseAttempts = 3
+
+// giveUpLease releases partition id for a replica that can serve it (a
+// handler's ErrGiveUp). For an ownership expiration this replica neither
+// renews nor claims it: a renewal of the processor's that was sent before
+// the release and answered after would otherwise record the lease as this
+// replica's again (noteClaims), and every later round renew it, leaving
+// the partition owned here with no handler until the lease ran out of
+// renewals some other way.
+func (s *Source) giveUpLease(ctx context.Context, id string) {
+	s.mu.Lock()
+	if s.givenUp == nil {
+		s.givenUp = map[string]time.Time{}
+	}
+	s.givenUp[id] = time.Now()
+	s.mu.Unlock()
+	s.release(ctx, id)
+}
+
+// givenUpLocked reports whether partition id was given up within the last
+// ownership expiration, forgetting older give-ups. The caller holds s.mu.
+func (s *Source) givenUpLocked(id string, now time.Time) bool {
+	at, ok := s.givenUp[id]
+	if ok && now.Sub(at) >= s.opts.LoadBalancing.OwnershipExpiration {
+		delete(s.givenUp, id)
+		return false
+	}
+	return ok
+}
+
+// dropGivenUp removes from owns the partitions given up within the last
+// ownership expiration (giveUpLease).
+func (s *Source) dropGivenUp(owns []azeventhubs.Ownership) []azeventhubs.Ownership {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.givenUp) == 0 {
+		return owns
+	}
+	now := time.Now()
+	return slices.DeleteFunc(slices.Clone(owns), func(o azeventhubs.Ownership) bool { return s.givenUpLocked(o.PartitionID, now) })
 }
 
 // markRunning records that p's handler starts.

@@ -97,7 +97,7 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 		defer cancel()
 		got, err = r.CheckpointStore.ClaimOwnership(rctx, owns, opts)
 	default:
-		if owns = r.s.holdClaims(owns); len(owns) == 0 {
+		if owns = r.s.holdClaims(r.s.dropGivenUp(owns)); len(owns) == 0 {
 			return nil, nil
 		}
 		// The lease of what comes back runs from the first attempt's

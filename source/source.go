@@ -47,7 +47,7 @@ type Source struct {
 	lastMu sync.Mutex       // guards last
 	last   map[string]int64 // the last enqueued sequence number each partition-properties call read, by partition
 
-	mu         sync.Mutex                         // guards the 12 following fields
+	mu         sync.Mutex                         // guards the 13 following fields
 	startAttrs map[string][]any                   // where each claimed partition starts, for its "partition claimed" line
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
 	resolved   map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
@@ -61,6 +61,7 @@ type Source struct {
 	starts     map[string]azeventhubs.Checkpoint  // the checkpoints last handed to the processor (connections.go)
 	opened     map[string]opened                  // what Options.Claim opened for claimed partitions, until a handler takes it
 	renewed    map[string]time.Time               // when the last successful claim or renewal of each claimed partition was sent
+	givenUp    map[string]time.Time               // partitions whose lease a handler gave up (ErrGiveUp), since when: neither renewed nor claimed here for an ownership expiration
 
 	// test seams (export_test.go): fail the next n checkpoint listings, and
 	// let the processor see the error (as before the store shielded it).
@@ -420,7 +421,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 				// their timeout over a connection that stopped answering
 				// (the very reason for some give-ups), and the lease with
 				// them. partitionEnded's release is then a no-op.
-				s.release(genCtx, p.id)
+				s.giveUpLease(genCtx, p.id)
 			}
 			p.closeReader()
 			s.closePartition(pc)
@@ -488,7 +489,7 @@ func (s *Source) partitionEnded(genCtx, runCtx, pctx context.Context, p *Partiti
 	case errors.Is(err, ErrOwnershipLost):
 		// Receive or Checkpoint logged the loss
 	case errors.Is(err, ErrGiveUp):
-		s.release(genCtx, p.id)
+		s.giveUpLease(genCtx, p.id)
 		s.log.Warn("partition given up; its lease is free for a replica that can serve it", "partition", p.id, "err", err)
 	case pctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		s.log.Info("partition released", "partition", p.id)

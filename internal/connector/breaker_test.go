@@ -169,3 +169,35 @@ func TestRunnerGivesUpAfterLongOutage(t *testing.T) {
 		t.Fatalf("%d events committed by a sink that never answered", len(got))
 	}
 }
+
+// TestStopWhileGivingUp: the process is stopped (ctx cancelled) while the
+// sink is down; the drain's flush then waits on the breaker until the
+// partition gives up. That is the give-up it would have been without the
+// stop (ErrSinkUnavailable: the lease goes to a replica whose sink
+// answers, nothing is checkpointed), not a drain that failed, which makes
+// the process exit 1 (the chaos matrix's SIGTERM restart saw it so).
+func TestStopWhileGivingUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var once sync.Once
+	sink := sinktest.NewMemory()
+	sink.SetFault(func(at sinktest.FaultPoint, p string) error {
+		if at == sinktest.BeforeCommit {
+			once.Do(cancel) // the stop comes while the sink is down
+			return sinks.Transient(errors.New("connection refused"))
+		}
+		return nil
+	})
+	r, _ := NewRunner(RunnerOptions{Connector: "c", Sink: sink, GiveUpAfter: 300 * time.Millisecond, DrainTimeout: time.Minute,
+		Retry:          RetrySpec{InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+		CircuitBreaker: CircuitBreakerSpec{Failures: 2, ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond}})
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	p := newMemPartition("0", 50, store, rand.New(rand.NewPCG(47, 48)), func() {})
+	err := r.RunPartition(ctx, p)
+	if !errors.Is(err, ErrSinkUnavailable) || errors.Is(err, ErrDrainIncomplete) {
+		t.Fatalf("RunPartition = %v, want ErrSinkUnavailable (given up), not ErrDrainIncomplete", err)
+	}
+	if _, ok := store.get("0"); ok {
+		t.Fatal("a checkpoint was written although nothing was committed")
+	}
+}

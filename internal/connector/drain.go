@@ -29,11 +29,17 @@ func (pr *partitionRun) giveUp(err error) error {
 
 // drain finishes a partition after ctx was cancelled: inHand (a batch
 // received before the stop) is written, what was written is flushed and
-// the committed watermark checkpointed, within DrainTimeout.
+// the committed watermark checkpointed, within DrainTimeout. A partition
+// whose sink is unavailable for long enough to give it up (givingUp) is
+// given up as it would have been without the stop: its lease goes to a
+// replica that can serve it, and the stop is not a failed drain.
 func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.r.opts.DrainTimeout)
 	defer cancel()
 	if err := pr.take(dctx, inHand); err != nil {
+		if givingUp(err) {
+			return pr.giveUp(err)
+		}
 		return pr.r.errorf(pr.src, "%w: the batch in hand: %v", ErrDrainIncomplete, err)
 	}
 	// The causes are formatted with %v: a drain cut short by its timeout
@@ -47,6 +53,9 @@ func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 			if errors.Is(err, ErrOwnershipLost) {
 				pr.log.Warn("the partition's lease runs out; abandoning what was not flushed", "unflushed", pr.unflushed, "error", err)
 				return nil
+			}
+			if givingUp(err) {
+				return pr.giveUp(err)
 			}
 			return pr.r.errorf(pr.src, "%w: %d events after seq %s not committed (drain timeout %s): %v",
 				ErrDrainIncomplete, pr.unflushed, posText(pr.watermark), pr.r.opts.DrainTimeout, err)
