@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
@@ -51,7 +52,7 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 			return fmt.Errorf("expire snapshots: %w", err)
 		}
 		tbl, err := tx.Commit(ctx)
-		if err == nil {
+		if err == nil || removedBefore(tbl, err) {
 			d.tbl = tbl
 			break
 		}
@@ -71,6 +72,29 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 	s.log.Info("table maintenance", "table", d.name(), "snapshots_expired", before-len(d.tbl.Metadata().Snapshots()),
 		"snapshots", len(d.tbl.Metadata().Snapshots()), "orphans_removed", len(res.DeletedFiles))
 	return nil
+}
+
+// removedBefore reports whether an expiry's commit landed (iceberg-go
+// returns the new table) and failed only to remove files that were gone
+// already: another replica's expiry of the same snapshots, or its orphan
+// removal, deleted them first. Nothing is left to do then, and the table
+// is the committed one.
+func removedBefore(tbl *table.Table, err error) bool {
+	if tbl == nil || errors.Is(err, table.ErrCommitFailed) {
+		return false
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // stepCompactionPlanned is the test hook's step between a compaction's

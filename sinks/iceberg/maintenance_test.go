@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,5 +69,52 @@ func TestMaintenanceBoundsMetadata(t *testing.T) {
 	// manifests are merged and the expired snapshots' manifest lists go.
 	if files > 130 || filesOff < 3*commits {
 		t.Errorf("metadata-side files: %d with maintenance (want at most 130), %d without (want at least %d)", files, filesOff, 3*commits)
+	}
+}
+
+// TestExpiryAfterAnotherReplicasExpiry: the files an expiry would remove
+// are gone already (another replica's expiry or orphan removal deleted
+// them first). The expiry commits all the same and is not a failure: the
+// sink keeps the committed table (a stale one loses its next commit's
+// race), and no warning is logged at every maintenance of every replica.
+func TestExpiryAfterAnotherReplicasExpiry(t *testing.T) {
+	l := newLake(t)
+	s := l.newSink(t, func(c *sinkConfig) {
+		c.Maintenance = maintenanceConfig{Every: time.Hour, KeepSnapshots: 2, MaxSnapshotAge: time.Nanosecond, KeepMetadataFiles: 10, OrphanAge: time.Hour}
+	})
+	ctx := context.Background()
+	w, _, err := s.Open(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	for i := range int64(6) {
+		if err := w.Write(ctx, sinktest.Events("0", i*5, i*5+4)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := s.dests[0]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	snaps := d.tbl.Metadata().Snapshots()
+	if len(snaps) != 6 {
+		t.Fatalf("%d snapshots before the expiry, want 6", len(snaps))
+	}
+	for _, sn := range snaps[:4] { // what keep_snapshots 2 expires
+		if err := os.Remove(strings.TrimPrefix(sn.ManifestList, "file://")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.maintain(ctx, d); err != nil {
+		t.Fatalf("maintenance after another replica's: %v", err)
+	}
+	if n := len(d.tbl.Metadata().Snapshots()); n != 2 {
+		t.Errorf("the sink's table has %d snapshots after the expiry, want keep_snapshots 2", n)
+	}
+	if n := len(l.loadTable(t).Metadata().Snapshots()); n != 2 {
+		t.Errorf("the catalog's table has %d snapshots after the expiry, want 2", n)
 	}
 }
