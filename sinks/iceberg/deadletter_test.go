@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +155,68 @@ func TestDeadLettersCommittedOnce(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("orders holds %v, want %v", got, want)
+	}
+}
+
+// TestFencedWritersDoNotDeadlock: a writer fenced on the dead-letter table
+// drops its rows and files in every table, which takes each table's mutex.
+// It must not hold the dead-letter table's mutex meanwhile: a writer of
+// another partition fenced on the data table at the same moment holds
+// that one's and waits for the dead-letter table's, and both partitions
+// would hang for good, through the stop too (the chaos matrix's restarted
+// replica had two such partitions, silent until its SIGTERM timed out).
+// Here the test holds the data table's mutex, as that other writer would,
+// and must get the dead-letter table's.
+func TestFencedWritersDoNotDeadlock(t *testing.T) {
+	ctx := context.Background()
+	l := newLake(t)
+	s := l.newSink(t, nil)
+	stale, _, err := s.Open(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close(ctx)
+	owner, _, err := s.Open(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	for _, w := range []sinks.Writer{owner, stale} {
+		writeWithLetters(t, w, badEvents(0, 9))
+	}
+	if _, err := owner.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	reached := make(chan struct{})
+	var once sync.Once
+	s.setHook(func(step string) error {
+		if step == stepDataWritten { // the dead letters' files, before their commit
+			once.Do(func() { close(reached) })
+		}
+		return nil
+	})
+	data := s.dests[0]
+	data.mu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := stale.Flush(ctx)
+		done <- err
+	}()
+	<-reached
+	time.Sleep(200 * time.Millisecond) // the stale writer meets the fence and waits for the data table's mutex
+	got := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got = s.dl.mu.TryLock(); got {
+			s.dl.mu.Unlock()
+			break
+		}
+	}
+	data.mu.Unlock()
+	if !got {
+		t.Fatal("the fenced writer holds the dead-letter table's mutex while it waits for the data table's: two writers fenced at once deadlock")
+	}
+	if err := <-done; !errors.Is(err, sinks.ErrFenced) {
+		t.Fatalf("the stale writer's Flush: %v, want ErrFenced", err)
 	}
 }

@@ -282,8 +282,16 @@ func (w *writer) commitPart(ctx context.Context, p *part, pos *sinks.Position) e
 		if done {
 			return nil
 		}
+		if errors.Is(err, sinks.ErrFenced) {
+			// Dropped once commit let the table's mutex go: discard takes
+			// the other tables' mutexes, and a writer of another
+			// partition fenced on one of those at the same time would
+			// wait for this one's while holding its own.
+			w.discard(ctx)
+			return err
+		}
 		var injected *stepError
-		if errors.Is(err, sinks.ErrFenced) || errors.As(err, &injected) {
+		if errors.As(err, &injected) {
 			return err
 		}
 		if attempt >= maxCommitAttempts {
@@ -344,7 +352,6 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 			// An earlier attempt whose answer was lost went through.
 			return true, nil
 		}
-		w.discard(ctx, d, tbl)
 		return false, fmt.Errorf("another writer committed this partition to table %s up to %s since this one's watermark %s: %w",
 			d.name(), describe(cur), describe(p.watermark), sinks.ErrFenced)
 	}
@@ -428,14 +435,10 @@ func (w *writer) release() {
 
 // discard drops the open commit, in every table: its rows and, unless a
 // commit attempt of them had an unknown outcome, its data files. The
-// caller holds the mutex of fenced, whose metadata is tbl.
-func (w *writer) discard(ctx context.Context, fenced *dest, tbl *table.Table) {
+// caller holds no table's mutex.
+func (w *writer) discard(ctx context.Context) {
 	for _, p := range w.all {
-		t := tbl
-		if p.d != fenced {
-			t = p.d.current()
-		}
-		w.discardPart(ctx, p, t)
+		w.discardPart(ctx, p, p.d.current())
 	}
 	w.open, w.held = false, 0
 }
