@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/internal/connector"
@@ -22,6 +24,8 @@ Runs the connectors declared in the config file (all of them, or those named
 by --connector) until SIGINT or SIGTERM. The first signal stops receiving,
 finishes the batches in flight, flushes and checkpoints them within the
 file's drain_timeout, and exits 0; a second signal exits at once with 1.
+A stop still running 15s past drain_timeout (a call that never returns)
+exits 1 by itself, with the goroutines' stacks on stderr.
 
 The config is checked first, as 'ehsink validate' does: every problem is
 reported with its path, and the exit status is 2. ${VAR} references in the
@@ -152,7 +156,11 @@ func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Wr
 		started = append(started, "selected", []string(names))
 	}
 	logger.Info("starting", started...)
-	err = connector.Run(ctx, cfg, opts)
+	drain := cfg.DrainTimeout
+	if drain == 0 {
+		drain = connector.DefaultDrainTimeout
+	}
+	err = stopWithin(ctx, drain+stopGrace, stderr, func() error { return connector.Run(ctx, cfg, opts) })
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Stopped by a signal while still starting (dialling, claiming):
 		// nothing was in flight, so this is a clean stop too.
@@ -165,6 +173,41 @@ func (o Options) runRun(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	logger.Info("stopped")
 	return exitOK
+}
+
+// stopGrace is how long a stop may take past drain_timeout: after the
+// drain the source closes its links and connections and gives its leases
+// up, each close bounded at 10 s.
+const stopGrace = 15 * time.Second
+
+// errStopTimedOut is stopWithin's error when the stop outlived its bound.
+var errStopTimedOut = errors.New("the stop did not finish in time")
+
+// stopWithin runs run and returns its error; once ctx is cancelled (the
+// signal), it waits at most bound for run to return. Past it, the stop is
+// stuck (a call that ignores its context): the goroutines' stacks go to
+// dump, for the bug report, and it returns errStopTimedOut without
+// waiting, so that the process exits rather than hang until a supervisor
+// kills it. What was not drained is replayed by the next owner, as after a
+// kill.
+func stopWithin(ctx context.Context, bound time.Duration, dump io.Writer, run func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		fmt.Fprintf(dump, "ehsink: the stop is still running %s after the signal; the goroutines:\n", bound)
+		_ = pprof.Lookup("goroutine").WriteTo(dump, 1)
+		return fmt.Errorf("%w: still running %s after the signal (drain_timeout + %s); what was not drained is replayed by the next owner", errStopTimedOut, bound, stopGrace)
+	}
 }
 
 // checkNames reports names that are not connectors of cfg.

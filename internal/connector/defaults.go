@@ -11,7 +11,6 @@ import (
 
 // The defaults written on the fields of spec.go, in one place.
 const (
-	defaultDrainTimeout       = 30 * time.Second
 	defaultEmulatorListen     = "127.0.0.1:0"
 	defaultEmulatorHub        = "orders"
 	defaultEmulatorPartitions = 4
@@ -32,13 +31,16 @@ const (
 	defaultLagInterval        = 10 * time.Second
 )
 
+// DefaultDrainTimeout is Config.DrainTimeout when it is zero.
+const DefaultDrainTimeout = 30 * time.Second
+
 // withDefaults returns a copy of c with every zero field that has a
 // documented default set to it. c is not modified; sink configs (already
 // defaulted by their drivers' NewConfig) are shared, not copied.
 func (c *Config) withDefaults() *Config {
 	out := *c
 	if out.DrainTimeout == 0 {
-		out.DrainTimeout = defaultDrainTimeout
+		out.DrainTimeout = DefaultDrainTimeout
 	}
 	if c.HTTP != nil {
 		h := *c.HTTP
