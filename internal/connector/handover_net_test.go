@@ -2,6 +2,7 @@ package connector_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,23 @@ func wantEveryEventOnce(t *testing.T, ctx context.Context, dsn string, events in
 	if rows != events || distinct != events {
 		t.Fatalf("PostgreSQL holds %d rows (%d distinct events), want %d", rows, distinct, events)
 	}
+}
+
+// waitForRows waits until public.orders holds at least n rows. The
+// committed metrics' sum can run ahead of the table (a partition given up
+// and reopened counts its commits again), so a test that stops its runs
+// once everything is in waits on the rows themselves.
+func waitForRows(t *testing.T, ctx context.Context, done chan error, dsn string, n int) {
+	t.Helper()
+	waitUntil(t, ctx, done, fmt.Sprintf("%d rows in PostgreSQL", n), func() bool {
+		pg, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return false
+		}
+		defer pg.Close(context.WithoutCancel(ctx))
+		var rows int
+		return pg.QueryRow(ctx, `SELECT count(*) FROM public.orders`).Scan(&rows) == nil && rows >= n
+	})
 }
 
 // watchCommits follows the commits of the replicas' registries every

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
@@ -77,18 +76,7 @@ connectors:
 		t.Errorf("A owns %v partitions while it cannot reach Event Hubs", owned)
 	}
 	proxy.Heal()
-	// The metrics' sum can run ahead of the table (a partition A gave up
-	// and reopened): wait for the rows themselves before stopping, so that
-	// the check below sees B's last commits.
-	waitUntil(t, ctx, doneB, "every event in PostgreSQL", func() bool {
-		var n int
-		pg, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return false
-		}
-		defer pg.Close(context.WithoutCancel(ctx))
-		return pg.QueryRow(ctx, `SELECT count(*) FROM public.orders`).Scan(&n) == nil && n >= events
-	})
+	waitForRows(t, ctx, doneB, dsn, events)
 	stopRuns(t, map[string]chan error{"A": doneA, "B": doneB}, stopA, stopB)
 	wantEveryEventOnce(t, ctx, dsn, events)
 }
