@@ -35,13 +35,18 @@ type Partition struct {
 	cancel   context.CancelCauseFunc
 	stored   int64 // StoredCheckpoint's answer
 	known    bool
+	// lastRead is closed when the properties read at the claim
+	// (Source.readLast) has answered or given up; the first Receive waits
+	// for it, then sets it to nil (only Receive's goroutine uses it)
+	lastRead <-chan struct{}
 }
 
-func (s *Source) newPartition(pc *azeventhubs.ProcessorPartitionClient, cancel context.CancelCauseFunc) *Partition {
+func (s *Source) newPartition(ctx context.Context, pc *azeventhubs.ProcessorPartitionClient, cancel context.CancelCauseFunc) *Partition {
 	p := &Partition{s: s, id: pc.PartitionID(), pc: pc, cancel: cancel}
 	s.mu.Lock()
 	p.stored, p.known = s.stored[p.id]
 	s.mu.Unlock()
+	p.lastRead = s.readLast(ctx, p.id)
 	p.recv, p.closeReader = s.reader(pc)
 	p.attaching = p.recv != receiver(pc)
 	p.Heartbeat()
@@ -120,6 +125,13 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 	}
 	p.Heartbeat()
 	defer p.Heartbeat()
+	if p.lastRead != nil {
+		select {
+		case <-p.lastRead:
+		case <-ctx.Done():
+		}
+		p.lastRead = nil
+	}
 	wait, count := p.s.opts.Batch.MaxWait, p.s.opts.Batch.MaxEvents
 	switch held := p.heldAfterReceived(); {
 	case p.attaching:

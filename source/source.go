@@ -274,6 +274,26 @@ func (s *Source) PartitionProperties(ctx context.Context, id string) (azeventhub
 	return props, err
 }
 
+// readLast reads partition id's properties in the background, so that
+// Receive knows where the partition ends (heldAfter) from its first
+// batches on. A claim that resumes from a checkpoint reads them already;
+// one from the start position would otherwise learn it only from the lag
+// poller, up to a second later, and a backlog ended by then has its last,
+// partial batch wait MaxWait. The read is bounded by MaxWait, what not
+// knowing costs at most. The returned channel is closed when it is over.
+func (s *Source) readLast(ctx context.Context, id string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(ctx, s.opts.Batch.MaxWait)
+		defer cancel()
+		if _, err := s.PartitionProperties(ctx, id); err != nil {
+			s.log.Debug("reading the partition's properties at its claim", "partition", id, "err", err)
+		}
+	}()
+	return done
+}
+
 // heldAfter returns how many events partition id held after sequence
 // number seq when its properties were last read: 0 when they were never
 // read, or when they showed nothing after seq (new events may have come
@@ -408,7 +428,7 @@ func (s *Source) runProcessor(ctx, runCtx context.Context, handle func(ctx conte
 			continue
 		}
 		pctx, cancel := context.WithCancelCause(genCtx)
-		p := s.newPartition(pc, cancel)
+		p := s.newPartition(pctx, pc, cancel)
 		s.markRunning(p)
 		s.log.Info("partition claimed", append([]any{"partition", p.id}, s.takeStart(p.id)...)...)
 		wg.Add(1)

@@ -506,7 +506,13 @@ func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map
 	}
 	addr := freeAddr(b)
 	cpu0 := serverCPU(b, postmaster)
-	c := startChild(b, nil, bin, "run", "-c", path, "--metrics", addr, "--log-level", "warn")
+	// LOGS=DIR keeps each ehsink run's log at debug level as DIR/NAME.log:
+	// its start's timeline (claims, connections, the sink's opening).
+	logDir, level := os.Getenv("LOGS"), "warn"
+	if logDir != "" {
+		level = "debug"
+	}
+	c := startChild(b, nil, bin, "run", "-c", path, "--metrics", addr, "--log-level", level)
 	// The poll asks for /metrics uncompressed: a gzip writer per scrape,
 	// 50 a second, cost ehsink 2-3 % of its CPU (flate.NewWriter was a
 	// fortieth of its allocations), which the drain does not pay.
@@ -564,6 +570,9 @@ func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map
 		// the CPU profile ends when ehsink stops serving
 	}
 	c.stop(b, syscall.SIGINT)
+	if logDir != "" {
+		writeProfile(b, filepath.Join(logDir, name+".log"), c.stderr.Bytes())
+	}
 	if cpuProf != nil {
 		writeProfile(b, filepath.Join(profDir, name+".cpu"), <-cpuProf)
 	}
