@@ -80,6 +80,7 @@ connectors:
 	proxy.Heal()
 	healed := time.Now()
 	waitUntil(t, ctx, done, "every event committed after the heal, and ready", func() bool { return committed() >= events && notReady() == "" })
+	waitForRows(t, ctx, done, dsn, events)
 	t.Logf("every event committed %s after the heal", time.Since(healed).Round(time.Millisecond))
 	stop()
 	if err := <-done; err != nil {

@@ -266,6 +266,7 @@ connectors:
 		t.Errorf("A owns %v partitions with its sink unreachable", owned)
 	}
 	proxy.Heal()
+	waitForRows(t, ctx, doneB, dsn, events)
 	stopRuns(t, map[string]chan error{"A": doneA, "B": doneB}, stopA, stopB)
 	wantEveryEventOnce(t, ctx, dsn, events)
 }

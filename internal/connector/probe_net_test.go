@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 )
@@ -70,15 +68,7 @@ connectors:
 		return sumMetric(t, regA, "ehsink_partitions_owned", "pg") == 2
 	})
 	produced()
-	pg, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.WithoutCancel(ctx))
-	waitUntil(t, ctx, doneA, "every event in the table", func() bool {
-		var n int
-		return pg.QueryRow(ctx, `SELECT count(*) FROM public.orders`).Scan(&n) == nil && n >= events
-	})
+	waitForRows(t, ctx, doneA, dsn, events)
 	stopRuns(t, map[string]chan error{"A": doneA}, stopA)
 	wantEveryEventOnce(t, ctx, dsn, events)
 }
