@@ -49,10 +49,12 @@ image: ## build the container image IMAGE (needs docker or podman; the build sta
 # control reaches the terminal through the shell's own stderr, so that is
 # /dev/tty, and ehsink gets the stderr make was given (fd 3): with
 # `make run 2>&1 | tee run.log` Ctrl-C works the same. Without a controlling
-# terminal (CI), ehsink runs plainly and a signal sent to it stops it.
+# terminal (CI, a container, a supervisor), ehsink runs plainly and a signal
+# sent to it stops it. The check for a terminal runs in a subshell: /bin/sh
+# (dash on Debian) exits 2 when a special built-in's redirection fails.
 run: build ## run the connectors in connectors.yaml (the shipped one needs nothing but Go); Ctrl-C stops it with status 0
 	@echo '$(BIN) run -c $(CONFIG)'
-	@if { : </dev/tty; } 2>/dev/null; then \
+	@if ( : </dev/tty ) 2>/dev/null; then \
 	  bash -c 'set -m; "$$@" 2>&3 3>&- & fg %1 >/dev/null' run $(BIN) run -c $(CONFIG) 3>&2 2>/dev/tty; \
 	else $(BIN) run -c $(CONFIG); fi
 

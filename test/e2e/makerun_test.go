@@ -54,15 +54,9 @@ func TestMakeRunCtrlC(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "connectors.yaml"), shipped, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			// -o build: the test's binary is already built (TestMain), so
-			// make runs the run recipe alone, as it does after its build.
-			makeRun := fmt.Sprintf("%s -f %s -o build run BIN=%s", makeBin, filepath.Join(root, "Makefile"), binary)
 			cmd := exec.Command("bash", "-c", tc.shell)
 			cmd.Dir = dir
-			// A user's make, not one nested in the make that runs the tests.
-			cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
-				return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
-			}), "MAKE_RUN="+makeRun)
+			cmd.Env = userMakeEnv(makeBin)
 			term := startInTerminal(t, cmd)
 
 			logs := func() string {
@@ -95,6 +89,102 @@ func TestMakeRunCtrlC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// userMakeEnv is the environment of a user's shell whose $MAKE_RUN is
+// `make run` with the test's binary: -o build, since the binary is already
+// built (TestMain), so make runs the run recipe alone, as it does after its
+// build; no MAKEFLAGS, so it is a user's make, not one nested in the make
+// that runs the tests.
+func userMakeEnv(makeBin string) []string {
+	makeRun := fmt.Sprintf("%s -f %s -o build run BIN=%s", makeBin, filepath.Join(root, "Makefile"), binary)
+	return append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
+	}), "MAKE_RUN="+makeRun)
+}
+
+// TestMakeRunWithoutTerminal runs `make run` on the shipped connectors.yaml
+// with no controlling terminal (a session of its own, stdin /dev/null), as
+// a container without a terminal, a supervisor or a CI job does. It must
+// run (make's shell is /bin/sh, dash on Debian, which exits 2 when a
+// special built-in's redirection fails: the recipe's check for a terminal
+// once did that), and a SIGINT to ehsink, as a supervisor sends, drains it
+// and make exits 0.
+func TestMakeRunWithoutTerminal(t *testing.T) {
+	makeBin, err := exec.LookPath("make")
+	if err != nil {
+		t.Fatalf("make is needed to test `make run`: %v", err)
+	}
+	shipped, err := os.ReadFile(filepath.Join(root, "connectors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "connectors.yaml"), shipped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", `exec $MAKE_RUN`)
+	cmd.Dir = dir
+	cmd.Env = userMakeEnv(makeBin)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		for _, p := range processesIn(dir, binary) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+	waitFor(t, 90*time.Second, func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("make run exited before reading (%v):\n%s", err, out.String())
+		default:
+		}
+		return strings.Contains(out.String(), `msg="partition claimed"`) && strings.Contains(out.String(), `"order_id":"o-`)
+	}, func() string { return "ehsink did not start reading:\n" + out.String() })
+	pids := processesIn(dir, binary)
+	if len(pids) != 1 {
+		t.Fatalf("want one ehsink of the run, found %v", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("after SIGINT to ehsink, make run: %v, want exit 0:\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("make run still running 60s after SIGINT to ehsink:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), `msg=stopped`) {
+		t.Errorf("ehsink did not drain and stop after SIGINT:\n%s", out.String())
+	}
+}
+
+// lockedBuffer is a bytes buffer a child's stdout and stderr write into
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // terminal is a pseudo-terminal whose slave side is a command's controlling
