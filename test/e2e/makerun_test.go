@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // TestMakeRunCtrlC runs `make run` on the shipped connectors.yaml in a
@@ -28,14 +30,7 @@ import (
 // (exit 130, or 141 through tee) and leave ehsink running undrained.
 // Afterwards no ehsink of the run is left.
 func TestMakeRunCtrlC(t *testing.T) {
-	makeBin, err := exec.LookPath("make")
-	if err != nil {
-		t.Fatalf("make is needed to test `make run`: %v", err)
-	}
-	shipped, err := os.ReadFile(filepath.Join(root, "connectors.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	makeBin := lookMake(t)
 	for _, tc := range []struct {
 		name string
 		// shell is the command line the terminal's shell runs; it exits
@@ -50,10 +45,7 @@ func TestMakeRunCtrlC(t *testing.T) {
 		{name: "stdin not the terminal", shell: `$MAKE_RUN </dev/null`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "connectors.yaml"), shipped, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			dir := shippedConfigDir(t)
 			cmd := exec.Command("bash", "-c", tc.shell)
 			cmd.Dir = dir
 			cmd.Env = userMakeEnv(makeBin)
@@ -91,6 +83,31 @@ func TestMakeRunCtrlC(t *testing.T) {
 	}
 }
 
+// lookMake returns the path of make.
+func lookMake(t *testing.T) string {
+	t.Helper()
+	makeBin, err := exec.LookPath("make")
+	if err != nil {
+		t.Fatalf("make is needed to test `make run`: %v", err)
+	}
+	return makeBin
+}
+
+// shippedConfigDir returns a new directory holding the shipped
+// connectors.yaml, where `make run` keeps its state.
+func shippedConfigDir(t *testing.T) string {
+	t.Helper()
+	shipped, err := os.ReadFile(filepath.Join(root, "connectors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "connectors.yaml"), shipped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // userMakeEnv is the environment of a user's shell whose $MAKE_RUN is
 // `make run` with the test's binary: -o build, since the binary is already
 // built (TestMain), so make runs the run recipe alone, as it does after its
@@ -111,22 +128,12 @@ func userMakeEnv(makeBin string) []string {
 // once did that), and a SIGINT to ehsink, as a supervisor sends, drains it
 // and make exits 0.
 func TestMakeRunWithoutTerminal(t *testing.T) {
-	makeBin, err := exec.LookPath("make")
-	if err != nil {
-		t.Fatalf("make is needed to test `make run`: %v", err)
-	}
-	shipped, err := os.ReadFile(filepath.Join(root, "connectors.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "connectors.yaml"), shipped, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	makeBin := lookMake(t)
+	dir := shippedConfigDir(t)
 	cmd := exec.Command("bash", "-c", `exec $MAKE_RUN`)
 	cmd.Dir = dir
 	cmd.Env = userMakeEnv(makeBin)
-	var out lockedBuffer
+	var out testenv.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
 	if err := cmd.Start(); err != nil {
@@ -166,25 +173,6 @@ func TestMakeRunWithoutTerminal(t *testing.T) {
 	if !strings.Contains(out.String(), `msg=stopped`) {
 		t.Errorf("ehsink did not drain and stop after SIGINT:\n%s", out.String())
 	}
-}
-
-// lockedBuffer is a bytes buffer a child's stdout and stderr write into
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // terminal is a pseudo-terminal whose slave side is a command's controlling
