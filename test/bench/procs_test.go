@@ -296,6 +296,9 @@ func drainMain() int {
 		if pipeline != "" {
 			name = fmt.Sprintf("pipeline-%s-%d.cpu", pipeline, conns)
 		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail(err)
+		}
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			return fail(err)
