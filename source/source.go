@@ -276,11 +276,13 @@ func (s *Source) PartitionProperties(ctx context.Context, id string) (azeventhub
 
 // readLast reads partition id's properties in the background, so that
 // Receive knows where the partition ends (heldAfter) from its first
-// batches on. A claim that resumes from a checkpoint reads them already;
-// one from the start position would otherwise learn it only from the lag
-// poller, up to a second later, and a backlog ended by then has its last,
-// partial batch wait MaxWait. The read is bounded by MaxWait, what not
-// knowing costs at most. The returned channel is closed when it is over.
+// batches on. A claim from the start position (no checkpoint) would
+// otherwise learn it only from the lag poller, up to a second later, and a
+// backlog ended by then has its last, partial batch wait MaxWait. A claim
+// that resumed from a checkpoint read them already; it is read again all
+// the same (one management call per claim), which keeps one path for both.
+// The read is bounded by MaxWait, what not knowing costs at most. The
+// returned channel is closed when it is over.
 func (s *Source) readLast(ctx context.Context, id string) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {

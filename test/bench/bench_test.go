@@ -566,15 +566,15 @@ func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map
 	}
 	b.Logf("%s: first commit seen after %v; each partition's last event after (partition time) %s", name, first.Round(time.Millisecond), strings.Join(at, ", "))
 	if profDir != "" {
-		writeProfile(b, filepath.Join(profDir, name+".heap"), fetch(client, "http://"+addr+"/debug/pprof/heap"))
+		writeRunFile(b, filepath.Join(profDir, name+".heap"), fetch(client, "http://"+addr+"/debug/pprof/heap"))
 		// the CPU profile ends when ehsink stops serving
 	}
 	c.stop(b, syscall.SIGINT)
 	if logDir != "" {
-		writeProfile(b, filepath.Join(logDir, name+".log"), c.stderr.Bytes())
+		writeRunFile(b, filepath.Join(logDir, name+".log"), c.stderr.Bytes())
 	}
 	if cpuProf != nil {
-		writeProfile(b, filepath.Join(profDir, name+".cpu"), <-cpuProf)
+		writeRunFile(b, filepath.Join(profDir, name+".cpu"), <-cpuProf)
 	}
 	return r
 }
@@ -624,10 +624,12 @@ func fetch(client *http.Client, url string) []byte {
 	return data
 }
 
-func writeProfile(b *testing.B, path string, data []byte) {
+// writeRunFile writes what a run left for a look afterwards (a profile,
+// a log) to path, making its directory; an empty one is only reported.
+func writeRunFile(b *testing.B, path string, data []byte) {
 	b.Helper()
 	if len(data) == 0 {
-		b.Logf("%s: no profile", path)
+		b.Logf("%s: nothing to write", path)
 		return
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

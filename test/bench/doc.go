@@ -38,7 +38,8 @@
 //
 // SCALE=1,2,4 adds, for each number of connections, a raw drain and
 // ehsink into PostgreSQL append with source.connections set; PPROF=DIR
-// writes a CPU and a heap profile of each ehsink run.
+// writes a CPU and a heap profile of each ehsink run; LOGS=DIR keeps each
+// ehsink run's log, at debug level.
 // EHSINK_BENCH_BASE_BIN=PATH[,PATH...] adds each ehsink run made with other
 // binaries (an earlier commit's, built in its own worktree), named in
 // their rows after their commit, against the same baselines; REPEAT=N
