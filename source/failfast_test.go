@@ -3,12 +3,15 @@ package source_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
 
 	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/produce"
 	"github.com/ehsink/ehsink/internal/secret"
+	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/source"
 )
 
@@ -82,5 +85,32 @@ func TestNewFailsFast(t *testing.T) {
 				t.Errorf("error contains the key")
 			}
 		})
+	}
+}
+
+// TestProbeReadsAHeldPartition: New checks the consumer group on a partition
+// that holds an event, where its probe ends as soon as the link opens, not
+// on partition 0, which is empty here and would hold every start for the
+// probe's whole timeout.
+func TestProbeReadsAHeldPartition(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	conn := srv.ConnectionString("orders")
+	lines := strings.NewReader("a\nb\n")
+	if n, err := produce.Lines(ctx, newProducer(t, conn), lines, produce.LinesOptions{PartitionID: "2"}); err != nil || n != 2 {
+		t.Fatalf("sent %d events: %v", n, err)
+	}
+	var logs testenv.LogBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	src, err := source.New(ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Logger: logger})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	_ = src.Close(ctx)
+	if want := `msg="consumer group checked" eventhub=orders`; !strings.Contains(logs.String(), want) {
+		t.Fatalf("no %q in the log:\n%s", want, logs.String())
+	}
+	if !strings.Contains(logs.String(), "consumer_group=$Default partition=2\n") {
+		t.Fatalf("the probe did not read partition 2, the only one holding events:\n%s", logs.String())
 	}
 }

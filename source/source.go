@@ -21,8 +21,8 @@ import (
 
 // probeTimeout bounds the consumer group probe of New: the attach is refused
 // at once when the group is missing, so waiting longer proves nothing more.
-// The probe reads from the earliest event, so it ends at once on a partition
-// that holds events.
+// The probe reads the earliest event of a partition that holds one
+// (heldPartition), so it ends at once unless the hub is empty.
 const probeTimeout = 2 * time.Second
 
 // closeTimeout bounds closing a partition client after its handler returned.
@@ -203,7 +203,33 @@ func (s *Source) check(ctx context.Context, probe *azeventhubs.ConsumerClient) (
 	if len(props.PartitionIDs) == 0 {
 		return 0, fmt.Errorf("event hub %q: no partitions", s.hub)
 	}
-	return len(props.PartitionIDs), s.checkGroup(ctx, probe, props.PartitionIDs[0])
+	return len(props.PartitionIDs), s.checkGroup(ctx, probe, heldPartition(ctx, probe, props.PartitionIDs))
+}
+
+// heldPartition returns a partition that holds an event, where the consumer
+// group probe ends as soon as its link opens, or the first partition when
+// none answers that it does (the probe then waits probeTimeout: an empty
+// hub has nothing waiting to be read). The partitions are asked all at once,
+// so the question costs one round trip, not one per partition.
+func heldPartition(ctx context.Context, probe *azeventhubs.ConsumerClient, ids []string) string {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	held := make(chan string, len(ids))
+	for _, id := range ids {
+		go func() {
+			props, err := probe.GetPartitionProperties(ctx, id, nil)
+			if err != nil || props.IsEmpty {
+				id = ""
+			}
+			held <- id
+		}()
+	}
+	for range ids {
+		if id := <-held; id != "" {
+			return id
+		}
+	}
+	return ids[0]
 }
 
 // checkGroup opens the consumer group probe on partition id.
@@ -222,6 +248,7 @@ func (s *Source) checkGroup(ctx context.Context, probe *azeventhubs.ConsumerClie
 	switch {
 	case err == nil, pctx.Err() != nil && ctx.Err() == nil:
 		// an event, or the link stayed open until the probe ended: the group exists
+		s.log.Debug("consumer group checked", "consumer_group", s.opts.ConsumerGroup, "partition", id)
 		return nil
 	case isNotFound(err), isUnauthorized(err):
 		return s.explain(err, fmt.Sprintf("consumer group %q of event hub %q", s.opts.ConsumerGroup, s.hub))
