@@ -62,22 +62,33 @@ type readerPool struct {
 
 // newReaders opens n reader connections (n > 1), named after the owner,
 // within ctx: a management call on each makes it connect and authenticate
-// now, not in a partition's first receive.
+// now, not in a partition's first receive. They connect at once, not one
+// after another: each is a TLS handshake and a claim against Azure.
 func (s *Source) newReaders(ctx context.Context, n int) (*readerPool, error) {
-	r := &readerPool{load: make([]int, n)}
+	r := &readerPool{load: make([]int, n), clients: make([]*azeventhubs.ConsumerClient, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range n {
 		c, err := s.newClient(&azeventhubs.ConsumerClientOptions{
 			InstanceID:   s.opts.InstanceID + "-r" + strconv.Itoa(i+1),
 			RetryOptions: s.opts.clientRetry,
 		})
 		if err != nil {
+			errs[i] = err
+			break
+		}
+		r.clients[i] = c
+		wg.Go(func() {
+			if _, err := c.GetEventHubProperties(ctx, nil); err != nil {
+				errs[i] = fmt.Errorf("event hub %q: reader connection %d: %w", s.hub, i+1, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil { // the first: the others are most often the same
 			_ = r.close(context.WithoutCancel(ctx))
 			return nil, err
-		}
-		r.clients = append(r.clients, c)
-		if _, err := c.GetEventHubProperties(ctx, nil); err != nil {
-			_ = r.close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("event hub %q: reader connection %d: %w", s.hub, i+1, err)
 		}
 	}
 	return r, nil
@@ -106,6 +117,9 @@ func (r *readerPool) put(i int) {
 func (r *readerPool) close(ctx context.Context) error {
 	var first error
 	for _, c := range r.clients {
+		if c == nil { // newReaders failed before it
+			continue
+		}
 		if err := c.Close(ctx); err != nil && first == nil {
 			first = err
 		}

@@ -101,3 +101,55 @@ func TestEventHubsConnectionsUseNetdial(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderConnectionsDialAtOnce: New opens its reader connections at the
+// same time, not one after another (each is a TLS handshake and a claim
+// against Azure). The dial hook holds every reader's dial until all of them
+// have dialed, which one-after-another dialing never gets to.
+func TestReaderConnectionsDialAtOnce(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 4}}})
+	const readers = 3
+	var (
+		mu      sync.Mutex
+		dials   int
+		all     = make(chan struct{})
+		serial  bool
+		stalled = make(chan struct{})
+	)
+	stall := time.AfterFunc(20*time.Second, func() { close(stalled) }) // a stall bound, not a measurement
+	defer stall.Stop()
+	opts := source.WithDialed(source.Options{
+		Connection: secretOf(srv.ConnectionString("orders")),
+		Store:      fileStore(t),
+		Settings:   source.Settings{Connections: readers},
+	}, func(net.Conn) {
+		mu.Lock()
+		dials++
+		n := dials
+		if n == 1+readers { // the probe's, then the readers'
+			close(all)
+		}
+		mu.Unlock()
+		if n == 1 || n > 1+readers {
+			return
+		}
+		select {
+		case <-all:
+		case <-stalled:
+			mu.Lock()
+			serial = true
+			mu.Unlock()
+		}
+	})
+	src, err := source.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	_ = src.Close(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if serial || dials < 1+readers {
+		t.Fatalf("the %d reader connections were dialed one after another (%d dials in all)", readers, dials)
+	}
+}
