@@ -210,7 +210,9 @@ func (s *Source) check(ctx context.Context, probe *azeventhubs.ConsumerClient) (
 // group probe ends as soon as its link opens, or the first partition when
 // none answers that it does (the probe then waits probeTimeout: an empty
 // hub has nothing waiting to be read). The partitions are asked all at once,
-// so the question costs one round trip, not one per partition.
+// so the question costs one round trip, not one per partition; the first
+// answer that a partition holds one cancels the others, and every call has
+// returned when it does.
 func heldPartition(ctx context.Context, probe *azeventhubs.ConsumerClient, ids []string) string {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -224,12 +226,14 @@ func heldPartition(ctx context.Context, probe *azeventhubs.ConsumerClient, ids [
 			held <- id
 		}()
 	}
+	found := ids[0]
 	for range ids {
-		if id := <-held; id != "" {
-			return id
+		if id := <-held; id != "" && ctx.Err() == nil {
+			found = id
+			cancel()
 		}
 	}
-	return ids[0]
+	return found
 }
 
 // checkGroup opens the consumer group probe on partition id.
