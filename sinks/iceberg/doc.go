@@ -29,7 +29,11 @@
 // another owner of the partition committed and this one is stale: it
 // removes its data files and returns [sinks.ErrFenced]. Otherwise the
 // commit is made again on the new metadata, with the same data files.
-// Writers of one sink commit one at a time.
+// Writers of one sink commit to a table one at a time: a commit waiting
+// for its turn is queued, and the writer whose turn it is makes every
+// queued commit in one snapshot carrying each one's watermark (a stale
+// owner's among them is fenced alone), so partitions whose flushes come
+// together cost the catalog one commit.
 //
 // With routes, each event goes to the table of the first route whose
 // condition holds (a templated table, such as events_{$.type}, is loaded

@@ -97,6 +97,10 @@ type dest struct {
 	// guards tbl and lastMaintenance.
 	mu  sync.Mutex
 	tbl *table.Table // the newest metadata this sink has seen
+	// queued are the commits writers wait to make (writer.commit); qmu
+	// guards it, apart from mu, which the commit in progress holds.
+	qmu    sync.Mutex
+	queued []*commitReq
 	// lastMaintenance is when maintenance last ran.
 	lastMaintenance time.Time
 }

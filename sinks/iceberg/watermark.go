@@ -84,14 +84,6 @@ func watermarkOf(meta table.Metadata, key string) (*sinks.Position, error) {
 	return parsePosition(key, found)
 }
 
-// summaryProps are the snapshot properties of a commit of the partition
-// key up to pos: the carried ehsink keys, with key set to pos.
-func summaryProps(meta table.Metadata, key string, pos *sinks.Position) ice.Properties {
-	props := carriedProps(meta)
-	props[key] = formatPosition(pos)
-	return props
-}
-
 // carriedProps are the ehsink keys of the current snapshot and of its
 // ancestors up to one that carries them all, marked as carrying them: the
 // summary of a snapshot that moves no watermark (a compaction).

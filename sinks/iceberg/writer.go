@@ -338,45 +338,118 @@ func (w *writer) writeFiles(ctx context.Context, p *part) error {
 // commit makes one attempt at committing p's files up to pos. It reports
 // done when the table holds them (this attempt's, or an earlier one whose
 // outcome was unknown).
+//
+// The commits of the sink's writers to one table take turns on its mutex.
+// A writer queues its commit before it waits for its turn, and whoever
+// gets the mutex makes every queued commit in one snapshot (commitGroup):
+// partitions whose flushes come together cost the catalog one commit, not
+// one each, and the table one snapshot.
 func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool, error) {
-	s, d := w.s, p.d
+	d := p.d
+	req := &commitReq{key: w.key, watermark: p.watermark, pos: pos, files: p.files, ambiguous: p.ambiguous, done: make(chan struct{})}
+	d.qmu.Lock()
+	d.queued = append(d.queued, req)
+	d.qmu.Unlock()
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	tbl := d.tbl
-	cur, err := watermarkOf(tbl.Metadata(), w.key)
-	if err != nil {
-		return false, err
+	select {
+	case <-req.done: // made, or refused, by the writer that had the turn
+	default:
+		d.qmu.Lock()
+		group := d.queued
+		d.queued = nil
+		d.qmu.Unlock()
+		w.s.commitGroup(ctx, d, group)
 	}
-	if !samePosition(cur, p.watermark) {
-		if p.ambiguous && cur != nil && cur.SequenceNumber == pos.SequenceNumber {
-			// An earlier attempt whose answer was lost went through.
-			return true, nil
+	d.mu.Unlock()
+	if req.unknown {
+		p.ambiguous = true
+	}
+	return req.ok, req.err
+}
+
+// commitReq is a writer's commit as queued on its table.
+type commitReq struct {
+	key       string          // the partition's summary key
+	watermark *sinks.Position // the writer's last commit to the table: its fence
+	pos       *sinks.Position
+	files     []ice.DataFile
+	ambiguous bool // an earlier attempt's outcome is unknown
+	// The outcome, set by the writer that made the commit before it
+	// closes done: the table holds the files (ok), or err, and whether the
+	// catalog may have taken them all the same (unknown).
+	done    chan struct{}
+	ok      bool
+	unknown bool
+	err     error
+}
+
+func (r *commitReq) finish(ok, unknown bool, err error) {
+	r.ok, r.unknown, r.err = ok, unknown, err
+	close(r.done)
+}
+
+// commitGroup makes the queued commits of d's table in one snapshot: the
+// files of them all, and a summary carrying each one's new watermark. A
+// commit whose partition another writer has committed since its fence
+// (a stale owner) is refused alone, with sinks.ErrFenced. The snapshot
+// asserts the table's current one: a lost race, or a failure, is every
+// member's, and each writer tries again on its own. The caller holds d.mu.
+func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
+	tbl := d.tbl
+	meta := tbl.Metadata()
+	var members []*commitReq
+	for _, r := range group {
+		cur, err := watermarkOf(meta, r.key)
+		switch {
+		case err != nil:
+			r.finish(false, false, err)
+		case samePosition(cur, r.watermark):
+			members = append(members, r)
+		case r.ambiguous && cur != nil && cur.SequenceNumber == r.pos.SequenceNumber:
+			r.finish(true, false, nil) // an earlier attempt whose answer was lost went through
+		default:
+			r.finish(false, false, fmt.Errorf("another writer committed this partition to table %s up to %s since this one's watermark %s: %w",
+				d.name(), describe(cur), describe(r.watermark), sinks.ErrFenced))
 		}
-		return false, fmt.Errorf("another writer committed this partition to table %s up to %s since this one's watermark %s: %w",
-			d.name(), describe(cur), describe(p.watermark), sinks.ErrFenced)
+	}
+	if len(members) == 0 {
+		return
+	}
+	fail := func(unknown bool, err error) {
+		for _, r := range members {
+			r.finish(false, unknown, err)
+		}
 	}
 	tx := tbl.NewTransaction()
 	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
-		return false, err
+		fail(false, err)
+		return
 	}
-	props := summaryProps(tbl.Metadata(), w.key, pos)
-	if len(p.files) > 0 {
-		err = tx.AddDataFiles(ctx, p.files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
+	props := carriedProps(meta)
+	var files []ice.DataFile
+	for _, r := range members {
+		props[r.key] = formatPosition(r.pos)
+		files = append(files, r.files...)
+	}
+	var err error
+	if len(files) > 0 {
+		err = tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
 	} else {
 		// Only events without rows (dead letters, empty arrays): a snapshot
-		// without files still moves the watermark.
+		// without files still moves the watermarks.
 		err = tx.AddFiles(ctx, nil, props, false)
 	}
 	if err != nil {
-		return false, fmt.Errorf("prepare the snapshot: %w", err)
+		fail(false, fmt.Errorf("prepare the snapshot: %w", err))
+		return
 	}
 	if err := s.step(stepManifestWritten); err != nil {
-		p.ambiguous = true
-		return false, err
+		fail(true, err)
+		return
 	}
 	if err := s.step(stepBeforeSwap); err != nil {
-		p.ambiguous = true
-		return false, err
+		fail(true, err)
+		return
 	}
 	newTbl, err := tx.Commit(ctx)
 	if err != nil {
@@ -385,17 +458,17 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 		// reports a refused requirement without the sentinel, and a REST
 		// catalog may time out after applying the commit. The next attempt
 		// finds out from the metadata; the files are kept.
-		if !errors.Is(err, table.ErrCommitFailed) {
-			p.ambiguous = true
-		}
-		return false, fmt.Errorf("commit to table %s: %w", d.name(), err)
+		fail(!errors.Is(err, table.ErrCommitFailed), fmt.Errorf("commit to table %s: %w", d.name(), err))
+		return
 	}
 	d.tbl = newTbl
 	if err := s.step(stepAfterSwap); err != nil {
-		p.ambiguous = true
-		return false, err
+		fail(true, err)
+		return
 	}
-	return true, nil
+	for _, r := range members {
+		r.finish(true, false, nil)
+	}
 }
 
 func samePosition(a, b *sinks.Position) bool {

@@ -1,0 +1,144 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+// TestCommitsComeTogether: the flushes of four partitions that wait for
+// the table at the same time are made as one snapshot, carrying each
+// partition's watermark, and every row is in the table once.
+func TestCommitsComeTogether(t *testing.T) {
+	l := newLake(t)
+	s := l.newSink(t, nil)
+	parts := []string{"0", "1", "2", "3"}
+	before := len(l.loadTable(t).Metadata().Snapshots())
+	for i, err := range flushTogether(t, s, openWritten(t, s, parts...)) {
+		if err != nil {
+			t.Fatalf("partition %s: Flush: %v", parts[i], err)
+		}
+	}
+
+	tbl := l.loadTable(t)
+	if got := len(tbl.Metadata().Snapshots()) - before; got != 1 {
+		t.Errorf("%d snapshots for 4 flushes that waited together, want 1", got)
+	}
+	snap := tbl.CurrentSnapshot()
+	for _, p := range parts {
+		if v, want := snap.Summary.Properties[watermarkKey(testInfo, p)], fmt.Sprintf("49,%d", 49*1000); v != want {
+			t.Errorf("current snapshot's watermark of partition %s: %q, want %q", p, v, want)
+		}
+	}
+	if got, want := l.scanSeqs(t), firstSeqs(50, parts...); !equalSeqs(got, want) {
+		t.Fatalf("the table holds %v rows, want %v", counts(got), counts(want))
+	}
+}
+
+// TestStaleOwnerFencedAloneInAGroup: a stale owner's commit that waits
+// with others is refused alone; the others commit.
+func TestStaleOwnerFencedAloneInAGroup(t *testing.T) {
+	l := newLake(t)
+	s := l.newSink(t, nil)
+	ctx := context.Background()
+	ws := openWritten(t, s, "0", "1", "2")
+	// partition 2's new owner commits first: the writer in ws is stale
+	owner := openWritten(t, s, "2")[0]
+	if _, err := owner.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errs := flushTogether(t, s, ws)
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("partitions 0 and 1: %v, %v", errs[0], errs[1])
+	}
+	if !errors.Is(errs[2], sinks.ErrFenced) {
+		t.Fatalf("the stale owner of partition 2: %v, want ErrFenced", errs[2])
+	}
+	if got, want := l.scanSeqs(t), firstSeqs(50, "0", "1", "2"); !equalSeqs(got, want) {
+		t.Fatalf("the table holds %v rows, want %v", counts(got), counts(want))
+	}
+}
+
+// openWritten opens a writer per partition and writes it events 0..49.
+func openWritten(t *testing.T, s *sink, parts ...string) []sinks.Writer {
+	t.Helper()
+	ctx := context.Background()
+	var ws []sinks.Writer
+	for _, p := range parts {
+		w, _, err := s.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close(ctx) })
+		if err := w.Write(ctx, sinktest.Events(p, 0, 49)); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// flushTogether flushes ws so that their commits wait for the table at
+// the same time: each flush, its data files written, waits until all
+// have written theirs; the test then holds the table's mutex, as a commit
+// in progress would, until every commit is queued. It returns each
+// Flush's error.
+func flushTogether(t *testing.T, s *sink, ws []sinks.Writer) []error {
+	t.Helper()
+	d := s.dests[0]
+	arrived, release := make(chan struct{}, len(ws)), make(chan struct{})
+	s.setHook(func(step string) error {
+		if step == stepDataWritten {
+			arrived <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	defer s.setHook(nil)
+	errs := make([]error, len(ws))
+	done := make(chan struct{}, len(ws))
+	for i, w := range ws {
+		go func() {
+			_, errs[i] = w.Flush(context.Background())
+			done <- struct{}{}
+		}()
+	}
+	for range ws {
+		<-arrived
+	}
+	d.mu.Lock()
+	close(release)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) { // a stall bound, not a measurement
+		d.qmu.Lock()
+		n := len(d.queued)
+		d.qmu.Unlock()
+		if n == len(ws) {
+			break
+		}
+		if time.Now().After(deadline) {
+			d.mu.Unlock()
+			t.Fatalf("%d of %d commits queued", n, len(ws))
+		}
+	}
+	d.mu.Unlock()
+	for range ws {
+		<-done
+	}
+	return errs
+}
+
+// firstSeqs is sequence numbers 0..n-1 of each partition.
+func firstSeqs(n int64, parts ...string) map[string][]int64 {
+	want := map[string][]int64{}
+	for _, p := range parts {
+		for seq := range n {
+			want[p] = append(want[p], seq)
+		}
+	}
+	return want
+}
