@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,4 +142,56 @@ func firstSeqs(n int64, parts ...string) map[string][]int64 {
 		}
 	}
 	return want
+}
+
+// BenchmarkCommitsOverASlowCatalog: eight partitions of one replica flush
+// 100 events at a time, together, into one table behind a REST catalog
+// that takes 20 ms to apply a commit (a remote catalog's round trip and
+// work), each commit made alone (the writers taking turns, as before
+// commits were grouped) and grouped. It reports the catalog's commits per
+// flush and the events committed per second.
+func BenchmarkCommitsOverASlowCatalog(b *testing.B) {
+	const partitions, perFlush = 8, 100
+	for _, mode := range []struct {
+		name string
+		solo bool
+	}{{"alone", true}, {"grouped", false}} {
+		b.Run(mode.name, func(b *testing.B) {
+			l, rc := restLake(b)
+			rc.commitDelay = 20 * time.Millisecond
+			s := l.newSink(b, nil)
+			s.soloCommits = mode.solo
+			ctx := context.Background()
+			ws := make([]sinks.Writer, partitions)
+			for i := range ws {
+				w, _, err := s.Open(ctx, fmt.Sprint(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.Close(ctx)
+				ws[i] = w
+			}
+			commits0 := rc.commits.Load()
+			flushes := 0
+			for from := int64(0); b.Loop(); from += perFlush {
+				var wg sync.WaitGroup
+				for i, w := range ws {
+					wg.Go(func() {
+						p := fmt.Sprint(i)
+						if err := w.Write(ctx, sinktest.Events(p, from, from+perFlush-1)); err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := w.Flush(ctx); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				flushes += partitions
+			}
+			b.ReportMetric(float64(rc.commits.Load()-commits0)/float64(flushes), "commits/flush")
+			b.ReportMetric(float64(flushes*perFlush)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
 }

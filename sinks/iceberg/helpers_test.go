@@ -24,7 +24,7 @@ type lake struct {
 	rest       *restCatalog // the REST catalog the sink is given, if set
 }
 
-func newLake(t *testing.T) *lake {
+func newLake(t testing.TB) *lake {
 	t.Helper()
 	return &lake{dir: t.TempDir()}
 }
@@ -55,7 +55,7 @@ func (l *lake) config(t testing.TB) *sinkConfig {
 var testInfo = sinks.Info{Connector: "orders-ice", EventHub: "orders", ConsumerGroup: "$Default"}
 
 // newSink builds a sink on l; edit adjusts the config.
-func (l *lake) newSink(t *testing.T, edit func(*sinkConfig)) *sink {
+func (l *lake) newSink(t testing.TB, edit func(*sinkConfig)) *sink {
 	t.Helper()
 	c := l.config(t)
 	if edit != nil {

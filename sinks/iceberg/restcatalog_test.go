@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -38,6 +39,9 @@ type restCatalog struct {
 	// before it is answered; it may replace the answer (a lost answer).
 	afterCommit func() (status int)
 	commits     atomic.Int64
+	// commitDelay is how long each commit waits before it is applied: a
+	// remote catalog's round trip and work.
+	commitDelay time.Duration
 	refused     atomic.Int64 // commits answered 409
 }
 
@@ -199,6 +203,7 @@ func (rc *restCatalog) commit(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusBadRequest, "BadRequestException", err.Error())
 		return
 	}
+	time.Sleep(rc.commitDelay)
 	meta, loc, err := rc.cat.CommitTable(r.Context(), append(namespace(r), r.PathValue("table")), req.Requirements, req.Updates)
 	if err != nil {
 		rc.fail(w, err)
@@ -245,7 +250,7 @@ func isRequirementFailure(err error) bool {
 }
 
 // restLake is a lake whose catalog is served over REST.
-func restLake(t *testing.T) (*lake, *restCatalog) {
+func restLake(t testing.TB) (*lake, *restCatalog) {
 	t.Helper()
 	l := newLake(t)
 	l.rest = newRESTCatalog(t, filepath.Join(l.dir, "rest-catalog.db"), l.warehousePath())

@@ -78,8 +78,11 @@ type sink struct {
 	now func() time.Time
 	// hook, when set by a test, is called at each step of a commit and
 	// may fail it there (crash tests).
-	hook   func(step string) error
-	closed atomic.Bool
+	hook func(step string) error
+	// soloCommits, set by a benchmark, makes each commit alone, as
+	// before commits were grouped (writer.commit): the same-run baseline.
+	soloCommits bool
+	closed      atomic.Bool
 }
 
 // dest is one table of the sink.

@@ -10,7 +10,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	sinktest.Run(t, kitHarness(newLake))
+	sinktest.Run(t, kitHarness(func(t *testing.T) *lake { return newLake(t) }))
 }
 
 // kitHarness is the conformance kit's harness on a lake per kit test,

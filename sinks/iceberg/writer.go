@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -357,6 +358,9 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 		d.qmu.Lock()
 		group := d.queued
 		d.queued = nil
+		if w.s.soloCommits {
+			group, d.queued = []*commitReq{req}, slices.DeleteFunc(group, func(r *commitReq) bool { return r == req })
+		}
 		d.qmu.Unlock()
 		w.s.commitGroup(ctx, d, group)
 	}
