@@ -65,6 +65,35 @@ func TestStaleOwnerFencedAloneInAGroup(t *testing.T) {
 	}
 }
 
+// TestTwoWritersOfAPartitionInAGroup: a stale writer of a partition and
+// the new owner's, in one process, both fenced on the same watermark,
+// queue for the table together: one commits, the other is refused as if
+// they had taken turns, and the partition's rows are in the table once.
+func TestTwoWritersOfAPartitionInAGroup(t *testing.T) {
+	l := newLake(t)
+	s := l.newSink(t, nil)
+	ws := openWritten(t, s, "0", "2", "2")
+	errs := flushTogether(t, s, ws)
+	if errs[0] != nil {
+		t.Fatalf("partition 0: %v", errs[0])
+	}
+	fenced := 0
+	for _, err := range errs[1:] {
+		switch {
+		case errors.Is(err, sinks.ErrFenced):
+			fenced++
+		case err != nil:
+			t.Fatalf("a writer of partition 2: %v", err)
+		}
+	}
+	if fenced != 1 {
+		t.Errorf("%d of the two writers of partition 2 fenced, want 1", fenced)
+	}
+	if got, want := l.scanSeqs(t), firstSeqs(50, "0", "2"); !equalSeqs(got, want) {
+		t.Fatalf("the table holds %v rows, want %v", counts(got), counts(want))
+	}
+}
+
 // openWritten opens a writer per partition and writes it events 0..49.
 func openWritten(t *testing.T, s *sink, parts ...string) []sinks.Writer {
 	t.Helper()

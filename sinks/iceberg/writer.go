@@ -352,9 +352,10 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 	d.queued = append(d.queued, req)
 	d.qmu.Unlock()
 	d.mu.Lock()
-	select {
-	case <-req.done: // made, or refused, by the writer that had the turn
-	default:
+	// Unless the writer that had the turn made (or refused) it, this one
+	// makes what is queued, until its own commit is among what it made
+	// (commitGroup leaves a second commit of one partition for later).
+	for !req.finished() {
 		d.qmu.Lock()
 		group := d.queued
 		d.queued = nil
@@ -387,6 +388,15 @@ type commitReq struct {
 	err     error
 }
 
+func (r *commitReq) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (r *commitReq) finish(ok, unknown bool, err error) {
 	r.ok, r.unknown, r.err = ok, unknown, err
 	close(r.done)
@@ -397,12 +407,19 @@ func (r *commitReq) finish(ok, unknown bool, err error) {
 // commit whose partition another writer has committed since its fence
 // (a stale owner) is refused alone, with sinks.ErrFenced. The snapshot
 // asserts the table's current one: a lost race, or a failure, is every
-// member's, and each writer tries again on its own. The caller holds d.mu.
+// member's, and each writer tries again on its own. Of two commits of one
+// partition (a stale writer and the new owner's in one process), the
+// second is put back in the queue, to be judged on the metadata this
+// commit makes, as if they had taken turns. The caller holds d.mu.
 func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 	tbl := d.tbl
 	meta := tbl.Metadata()
-	var members []*commitReq
+	var members, later []*commitReq
 	for _, r := range group {
+		if slices.ContainsFunc(members, func(m *commitReq) bool { return m.key == r.key }) {
+			later = append(later, r)
+			continue
+		}
 		cur, err := watermarkOf(meta, r.key)
 		switch {
 		case err != nil:
@@ -415,6 +432,11 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 			r.finish(false, false, fmt.Errorf("another writer committed this partition to table %s up to %s since this one's watermark %s: %w",
 				d.name(), describe(cur), describe(r.watermark), sinks.ErrFenced))
 		}
+	}
+	if len(later) > 0 {
+		d.qmu.Lock()
+		d.queued = append(later, d.queued...)
+		d.qmu.Unlock()
 	}
 	if len(members) == 0 {
 		return
