@@ -23,7 +23,7 @@ import (
 func TestRESTConformance(t *testing.T) {
 	var mu sync.Mutex
 	var catalogs []*restCatalog
-	sinktest.Run(t, kitHarness(func(t *testing.T) *lake {
+	sinktest.Run(t, kitHarness(func(t testing.TB) *lake {
 		l, rc := restLake(t)
 		mu.Lock()
 		catalogs = append(catalogs, rc)

@@ -10,12 +10,12 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	sinktest.Run(t, kitHarness(func(t *testing.T) *lake { return newLake(t) }))
+	sinktest.Run(t, kitHarness(newLake))
 }
 
 // kitHarness is the conformance kit's harness on a lake per kit test,
 // made by mk.
-func kitHarness(mk func(*testing.T) *lake) sinktest.Harness {
+func kitHarness(mk func(testing.TB) *lake) sinktest.Harness {
 	var mu sync.Mutex
 	lakes := map[string]*lake{}
 	get := func(t *testing.T) *lake {

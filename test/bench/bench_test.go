@@ -574,7 +574,13 @@ func runEhsink(b *testing.B, bin, tag, conn, source, checkpoint string, last map
 		writeRunFile(b, filepath.Join(logDir, name+".log"), c.stderr.Bytes())
 	}
 	if cpuProf != nil {
-		writeRunFile(b, filepath.Join(profDir, name+".cpu"), <-cpuProf)
+		prof := <-cpuProf
+		if len(prof) == 0 {
+			// pprof answers only at the end of its window, which a run
+			// shorter than it never reaches
+			b.Logf("%s: no CPU profile: the run ended within PPROF_SECONDS=%d; set it below the run's length", name, envInt(b, "PPROF_SECONDS", 20))
+		}
+		writeRunFile(b, filepath.Join(profDir, name+".cpu"), prof)
 	}
 	return r
 }

@@ -38,7 +38,9 @@
 //
 // SCALE=1,2,4 adds, for each number of connections, a raw drain and
 // ehsink into PostgreSQL append with source.connections set; PPROF=DIR
-// writes a CPU and a heap profile of each ehsink run; LOGS=DIR keeps each
+// writes a CPU and a heap profile of each ehsink run (the CPU profile over
+// its first PPROF_SECONDS, default 20: set it below the run's length, or
+// there is none); LOGS=DIR keeps each
 // ehsink run's log, at debug level.
 // EHSINK_BENCH_BASE_BIN=PATH[,PATH...] adds each ehsink run made with other
 // binaries (an earlier commit's, built in its own worktree), named in
