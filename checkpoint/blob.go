@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,13 @@ type BlobOptions struct {
 	// Logger receives an info log when the container is created. If nil,
 	// logs are discarded.
 	Logger *slog.Logger
+	// OnRequest, when set, is called with the operation of every request
+	// the store sends, retries included: the requests Blob Storage bills.
+	// The operations are "list", "set_metadata" (a lease claimed or
+	// renewed, a checkpoint written), "upload" (a first lease or
+	// checkpoint), "get" (a lease read), "delete", "container" and
+	// "other".
+	OnRequest func(op string)
 }
 
 // defaultBlobTryTimeout is BlobOptions.TryTimeout when zero: far above the
@@ -98,6 +106,9 @@ func NewBlobStore(ctx context.Context, opts BlobOptions) (*BlobStore, error) {
 	}
 	if co.Retry.TryTimeout == 0 {
 		co.Retry.TryTimeout = cmp.Or(opts.TryTimeout, defaultBlobTryTimeout)
+	}
+	if opts.OnRequest != nil {
+		co.PerRetryPolicies = append(slices.Clip(co.PerRetryPolicies), requestCounter(opts.OnRequest))
 	}
 	opts.ClientOptions = &co
 	switch {

@@ -237,7 +237,7 @@ func newCheckpointSession(ctx context.Context, cfg *connector.Config, spec *conn
 		return nil, errors.New("no event hub: set source.eventhub or an EntityPath")
 	}
 
-	store, err := connector.NewCheckpointStore(ctx, spec.Checkpoint, nil)
+	store, err := connector.NewCheckpointStore(ctx, spec.Checkpoint, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}

@@ -299,7 +299,7 @@ connectors:
 // fileCheckpointStore opens dir as the connector does.
 func fileCheckpointStore(t *testing.T, dir string) azeventhubs.CheckpointStore {
 	t.Helper()
-	store, err := connector.NewCheckpointStore(t.Context(), connector.CheckpointSpec{File: &connector.FileCheckpointSpec{Dir: dir}}, nil)
+	store, err := connector.NewCheckpointStore(t.Context(), connector.CheckpointSpec{File: &connector.FileCheckpointSpec{Dir: dir}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ connectors:
       type: stdout
 `)
 	store, err := connector.NewCheckpointStore(ctx, connector.CheckpointSpec{Blob: &connector.BlobCheckpointSpec{
-		Connection: secret.String(az.ConnectionString()), Container: container}}, nil)
+		Connection: secret.String(az.ConnectionString()), Container: container}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

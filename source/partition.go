@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
+	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -189,26 +190,30 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 }
 
 // Checkpoint records pos, the last event the sink committed, in the
-// checkpoint store. It first checks the partition's lease: when another
-// owner holds it, it writes nothing and returns an error matching
-// ErrOwnershipLost, so a replica that lost a partition never moves the new
-// owner's checkpoint. ctx bounds the call.
+// checkpoint store. It first checks the partition's lease: when this
+// replica's last claim round did not keep the partition, or the lease now
+// names another live owner, it writes nothing and returns an error
+// matching ErrOwnershipLost, so a replica that lost a partition never
+// moves the new owner's checkpoint. The lease is read on its own where the
+// store can (a read, where listing the consumer
+// group's leases is billed as a write and doubled what a partition cost).
+// ctx bounds the call.
 func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
 	if p.lost.Load() {
 		return p.lostErr(nil)
 	}
 	s := p.s
-	owners, err := s.opts.Store.ListOwnership(ctx, s.ns, s.hub, s.opts.ConsumerGroup, nil)
-	if err != nil {
-		return fmt.Errorf("event hub %q partition %s: checkpoint: reading ownership: %w", s.hub, p.id, err)
-	}
-	for _, o := range owners {
-		if o.PartitionID == p.id && o.OwnerID != s.owner && o.OwnerID != "" &&
-			time.Since(o.LastModifiedTime) < s.opts.LoadBalancing.OwnershipExpiration {
-			p.lost.Store(true)
-			s.log.Warn("partition lost", "partition", p.id, "new_owner", o.OwnerID, "at", "checkpoint")
-			return p.lostErr(nil)
+	owner, ok := s.ownerSeen(p.id)
+	if ok {
+		var err error
+		if owner, ok, err = s.leaseHeld(ctx, p.id); err != nil {
+			return fmt.Errorf("event hub %q partition %s: checkpoint: reading ownership: %w", s.hub, p.id, err)
 		}
+	}
+	if !ok {
+		p.lost.Store(true)
+		s.log.Warn("partition lost", "partition", p.id, "new_owner", owner, "at", "checkpoint")
+		return p.lostErr(nil)
 	}
 	seq := pos.SequenceNumber
 	cp := azeventhubs.Checkpoint{
@@ -226,6 +231,31 @@ func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
 		return fmt.Errorf("event hub %q partition %s: checkpoint seq %d: %w", s.hub, p.id, seq, err)
 	}
 	return nil
+}
+
+// leaseHeld reads partition id's lease from the store and reports whether
+// no other replica holds it (owner names the one that does).
+func (s *Source) leaseHeld(ctx context.Context, id string) (owner string, ok bool, err error) {
+	live := func(o azeventhubs.Ownership) bool {
+		return o.OwnerID != s.owner && o.OwnerID != "" && time.Since(o.LastModifiedTime) < s.opts.LoadBalancing.OwnershipExpiration
+	}
+	o, found, supported, err := checkpoint.ReadLease(ctx, s.opts.Store, s.ns, s.hub, s.opts.ConsumerGroup, id)
+	if supported {
+		if err != nil || !found || !live(o) {
+			return s.owner, true, err
+		}
+		return o.OwnerID, false, nil
+	}
+	owners, err := s.opts.Store.ListOwnership(ctx, s.ns, s.hub, s.opts.ConsumerGroup, nil)
+	if err != nil {
+		return "", false, err
+	}
+	for _, o := range owners {
+		if o.PartitionID == id && live(o) {
+			return o.OwnerID, false, nil
+		}
+	}
+	return s.owner, true, nil
 }
 
 // takenOver reports whether the partition is lost: Receive or Checkpoint

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -28,13 +29,21 @@ type resumeStore struct {
 	// keepLeases is set while the processor is restarted (not stopped):
 	// its release of every lease on the way out is then not written.
 	keepLeases atomic.Bool
+
+	rndMu sync.Mutex // guards rnd
+	rnd   *rand.Rand // the balanced strategy's choices among equals
 }
 
-// ListOwnership is the store's, retried like the other calls.
+// ListOwnership is the store's, retried like the other calls; the listing
+// is kept for the claim of the same round (plan) and for Checkpoint.
 func (r *resumeStore) ListOwnership(ctx context.Context, ns, hub, cg string, opts *azeventhubs.ListOwnershipOptions) ([]azeventhubs.Ownership, error) {
-	return retryStore(ctx, r.s, "list ownership", func() ([]azeventhubs.Ownership, error) {
+	owns, err := retryStore(ctx, r.s, "list ownership", func() ([]azeventhubs.Ownership, error) {
 		return r.CheckpointStore.ListOwnership(ctx, ns, hub, cg, opts)
 	})
+	if err == nil {
+		r.s.noteListing(owns)
+	}
+	return owns, err
 }
 
 // storeAttempts and storeBackoff bound the retries of a checkpoint-store
@@ -95,19 +104,23 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 	case releasesAll(owns):
 		rctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		defer cancel()
-		got, err = r.CheckpointStore.ClaimOwnership(rctx, owns, opts)
+		got, _, err = claimEach(rctx, r.CheckpointStore, owns, opts)
 	default:
-		if owns = r.s.holdClaims(r.s.dropGivenUp(owns)); len(owns) == 0 {
+		if owns = r.s.holdClaims(r.s.dropGivenUp(r.plan(owns))); len(owns) == 0 {
 			return nil, nil
 		}
 		// The lease of what comes back runs from the first attempt's
 		// send at the latest; an attempt that hangs is bounded so that a
-		// renewal is tried again before the lease runs out.
+		// renewal is tried again before the lease runs out. An attempt
+		// that fails is retried for the leases it left unwritten.
 		sent := time.Now()
-		got, err = retryStore(ctx, r.s, "claim ownership", func() ([]azeventhubs.Ownership, error) {
+		pending := owns
+		_, err = retryStore(ctx, r.s, "claim ownership", func() (struct{}, error) {
 			actx, cancel := context.WithTimeout(ctx, r.s.opts.LoadBalancing.UpdateInterval)
 			defer cancel()
-			return r.CheckpointStore.ClaimOwnership(actx, owns, opts)
+			won, failed, err := claimEach(actx, r.CheckpointStore, pending, opts)
+			got, pending = append(got, won...), failed
+			return struct{}{}, err
 		})
 		if err == nil {
 			r.s.noteRenewed(got, sent)

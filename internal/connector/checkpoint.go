@@ -34,8 +34,15 @@ func (pr *partitionRun) checkpointDue(idle bool) bool {
 		// attempt against a store that is down can take seconds.
 		return !o.now().Before(pr.ckptRetryAt)
 	}
-	if idle || (o.CheckpointEveryEvents == 0 && o.CheckpointEveryInterval == 0) {
+	if o.CheckpointEveryEvents == 0 && o.CheckpointEveryInterval == 0 {
 		return true
+	}
+	if idle {
+		// A partition gone quiet is checkpointed at once, so that readers
+		// of the store (KEDA, status) see it caught up; but no more often
+		// than a quarter of the interval, or a trickle of events (each
+		// batch followed by an empty one) would write one per event.
+		return pr.checkpointed == nil || o.now().Sub(pr.lastCkptAt) >= o.CheckpointEveryInterval/4
 	}
 	if o.CheckpointEveryEvents > 0 && pr.sinceCkpt >= o.CheckpointEveryEvents {
 		return true

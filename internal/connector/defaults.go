@@ -18,7 +18,7 @@ const (
 	defaultDemoKeys           = 50
 	defaultCredential         = "default"
 	defaultCheckpointDir      = ".ehsink/checkpoints"
-	defaultCheckpointInterval = time.Second
+	defaultCheckpointInterval = 20 * time.Second
 	defaultInitialBackoff     = 200 * time.Millisecond
 	defaultMaxBackoff         = 30 * time.Second
 	defaultTolerance          = "all"
@@ -116,11 +116,19 @@ func (s *Spec) withDefaults() {
 		cp.File.Dir = defaultCheckpointDir
 	}
 	if cp.EveryInterval == 0 {
-		// Measured (bench-e2e): a checkpoint after every flush costs a
-		// store write per batch per partition (a Blob write, or a file
-		// write and two fsyncs) on the partition's path between commits.
-		// The sink's watermark makes the replay after a failover exact.
+		// A checkpoint is a billed Blob write (and a lease read) per
+		// partition: one a second is 3,600 writes a partition-hour, ten
+		// times what its lease renewals cost. The sink's watermark, not
+		// the checkpoint, is where a partition resumes, so a later
+		// checkpoint replays nothing; 20 s keeps it within KEDA's 30 s
+		// polling. Under a short ownership expiration it is a third of
+		// it: a replica whose sink is down reads other owners' advancing
+		// checkpoints as evidence to hand its partitions over, within
+		// 2 x the expiration (breaker.go).
 		cp.EveryInterval = defaultCheckpointInterval
+		if exp := src.LoadBalancing.OwnershipExpiration; exp > 0 {
+			cp.EveryInterval = min(cp.EveryInterval, exp/3)
+		}
 	}
 
 	e := &s.Errors

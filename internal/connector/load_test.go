@@ -335,17 +335,25 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	if s.Checkpoint.File == nil || s.Checkpoint.File.Dir != ".ehsink/checkpoints" || s.Checkpoint.Blob != nil {
 		t.Errorf("checkpoint = %+v", s.Checkpoint)
 	}
-	if s.Checkpoint.EveryInterval != time.Second || s.Checkpoint.EveryEvents != 0 {
-		t.Errorf("checkpoint policy: every %s or %d events, want every 1s by default", s.Checkpoint.EveryInterval, s.Checkpoint.EveryEvents)
+	if s.Checkpoint.EveryInterval != 20*time.Second || s.Checkpoint.EveryEvents != 0 {
+		t.Errorf("checkpoint policy: every %s or %d events, want every 20s by default", s.Checkpoint.EveryInterval, s.Checkpoint.EveryEvents)
 	}
-	// Each zero has one meaning: every_events alone keeps the 1s interval
+	// Each zero has one meaning: every_events alone keeps the 20s interval
 	// (whichever comes first).
 	c2, err := loadYAML(t, strings.Replace(minimal, "    sink:", "    checkpoint: {every_events: 1}\n    sink:", 1), testEnv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp := c2.Connectors[0].Checkpoint; cp.EveryEvents != 1 || cp.EveryInterval != time.Second {
-		t.Errorf("checkpoint policy with every_events: 1: every %s or %d events, want every event or 1s", cp.EveryInterval, cp.EveryEvents)
+	if cp := c2.Connectors[0].Checkpoint; cp.EveryEvents != 1 || cp.EveryInterval != 20*time.Second {
+		t.Errorf("checkpoint policy with every_events: 1: every %s or %d events, want every event or 20s", cp.EveryInterval, cp.EveryEvents)
+	}
+	// Under a short ownership expiration the interval is a third of it.
+	c3, err := loadYAML(t, strings.Replace(minimal, "eventhub: orders}", "eventhub: orders, load_balancing: {update_interval: 2s, ownership_expiration: 9s}}", 1), testEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := c3.Connectors[0].Checkpoint; cp.EveryInterval != 3*time.Second {
+		t.Errorf("checkpoint interval under a 9s expiration: %s, want 3s", cp.EveryInterval)
 	}
 	if s.Errors.SinkTimeout != 15*time.Second {
 		t.Errorf("errors.sink_timeout = %s, want 15s by default", s.Errors.SinkTimeout)
@@ -353,7 +361,7 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	// Under a short ownership expiration, a quarter of it: noticing a sink
 	// that answers nothing must leave room, within 2 × the expiration, for
 	// the hand-over.
-	c3, err := loadYAML(t, strings.Replace(minimal, "eventhub: orders}", "eventhub: orders, load_balancing: {update_interval: 2s, ownership_expiration: 10s}}", 1), testEnv(nil))
+	c3, err = loadYAML(t, strings.Replace(minimal, "eventhub: orders}", "eventhub: orders, load_balancing: {update_interval: 2s, ownership_expiration: 10s}}", 1), testEnv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type Metrics struct {
 	heals        *prometheus.CounterVec
 	breaker      *prometheus.GaugeVec
 	state        *prometheus.GaugeVec
+	blobReqs     *prometheus.CounterVec
 
 	mu     sync.Mutex      // guards failed
 	failed map[string]bool // connectors whose last state is failed
@@ -74,13 +75,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "ehsink_connector_state",
 			Help: "1 for the connector's current state (starting, sink_unavailable, running, paused, failed, stopped), 0 for the others.",
 		}, []string{"connector", "state"}),
+		blobReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ehsink_blob_requests_total",
+			Help: "Requests the connector's Blob checkpoint store sent (leases, checkpoints, lists), retries included, by operation: what Blob Storage bills.",
+		}, []string{"connector", "op"}),
 	}
-	for _, c := range []prometheus.Collector{m.written, m.skipped, m.filtered, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals, m.breaker, m.state} {
+	for _, c := range []prometheus.Collector{m.written, m.skipped, m.filtered, m.deadLettered, m.retries, m.flushSeconds, m.watermark, m.checkpoint, m.owned, m.heals, m.breaker, m.state, m.blobReqs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// blobRequests returns the counter of a connector's Blob store requests,
+// by operation (nil: none kept).
+func (m *Metrics) blobRequests(connector string) func(op string) {
+	if m == nil {
+		return nil
+	}
+	return func(op string) { m.blobReqs.WithLabelValues(connector, op).Inc() }
 }
 
 // partitionMetrics are the metrics of one partition run, bound to its labels.

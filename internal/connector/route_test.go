@@ -238,7 +238,7 @@ func startHub(t *testing.T, hub string, partitions int, groups ...string) (addr,
 func wantCheckpoints(t *testing.T, ctx context.Context, cfg *connector.Config, addr, hub string, partitions []string, last int64) {
 	t.Helper()
 	for _, consumerGroup := range []string{"$default", "parquet"} {
-		store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil)
+		store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

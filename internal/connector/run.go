@@ -157,7 +157,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		}
 	}()
 
-	store, err := openStore(ctx, spec, actualNamespace, info.Namespace, log)
+	store, err := openStore(ctx, spec, actualNamespace, info.Namespace, met.blobRequests(spec.Name), log)
 	if err != nil {
 		return fail("checkpoint", err)
 	}
@@ -255,9 +255,9 @@ func resolveSource(spec Spec, env *environment, log *slog.Logger) (conn secret.S
 // cannot be reached, and keeps checkpoints under the namespace the sink is
 // told (alias) when the namespace dialled (actual) differs, as it does for
 // the emulator.
-func openStore(ctx context.Context, spec Spec, actual, alias string, log *slog.Logger) (azeventhubs.CheckpointStore, error) {
+func openStore(ctx context.Context, spec Spec, actual, alias string, onRequest func(op string), log *slog.Logger) (azeventhubs.CheckpointStore, error) {
 	store, err := startWithRetry(ctx, "checkpoint store", spec.Errors.Retry, storeTransient, func(error) {}, log, func() (azeventhubs.CheckpointStore, error) {
-		return NewCheckpointStore(ctx, spec.Checkpoint, log)
+		return NewCheckpointStore(ctx, spec.Checkpoint, log, onRequest)
 	})
 	if err != nil {
 		return nil, err

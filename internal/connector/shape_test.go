@@ -168,7 +168,7 @@ connectors:
 
 	// The checkpoints are the last event of each partition, a dropped one.
 	for _, consumerGroup := range []string{"$default", "parquet"} {
-		store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil)
+		store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

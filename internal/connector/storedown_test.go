@@ -37,7 +37,7 @@ func TestQuietPartitionCheckpointAfterStoreOutage(t *testing.T) {
 	cfg, sink, reg := memoryConnector(t, "quiet", conn, az.ConnectionString())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil)
+	store, err := connector.NewCheckpointStore(ctx, cfg.Connectors[0].Checkpoint, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

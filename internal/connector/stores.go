@@ -21,8 +21,9 @@ const EmulatorNamespace = "emulator"
 // NewCheckpointStore builds the store a connector's checkpoint spec names —
 // Azure Blob Storage or local files — wrapped so that names are lowercase
 // (readable by the other Azure SDKs and KEDA, with as-written state migrated).
-// ctx bounds the call only.
-func NewCheckpointStore(ctx context.Context, spec CheckpointSpec, log *slog.Logger) (azeventhubs.CheckpointStore, error) {
+// ctx bounds the call only. onRequest, when set, is told the operation of
+// every request a Blob store sends (what Blob Storage bills).
+func NewCheckpointStore(ctx context.Context, spec CheckpointSpec, log *slog.Logger, onRequest func(op string)) (azeventhubs.CheckpointStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -33,6 +34,7 @@ func NewCheckpointStore(ctx context.Context, spec CheckpointSpec, log *slog.Logg
 			AccountURL: b.AccountURL,
 			Container:  b.Container,
 			Logger:     log,
+			OnRequest:  onRequest,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("blob store (container %q): %w", b.Container, err)
