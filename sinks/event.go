@@ -40,11 +40,12 @@ type Event struct {
 
 // Received returns e as it was received: with RawBody, when set, as its
 // Body, and RawBody nil. What a dead letter keeps.
-func (e Event) Received() Event {
-	if e.RawBody != nil {
-		e.Body, e.RawBody = e.RawBody, nil
+func (e *Event) Received() Event {
+	r := *e
+	if r.RawBody != nil {
+		r.Body, r.RawBody = r.RawBody, nil
 	}
-	return e
+	return r
 }
 
 // Position returns the position of e.

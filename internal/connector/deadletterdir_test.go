@@ -25,7 +25,7 @@ type filingDriver struct{ m *sinktest.Memory }
 
 func (d filingDriver) NewConfig() any { return &struct{}{} }
 func (d filingDriver) New(context.Context, any, sinks.Info) (sinks.Sink, error) {
-	return filingSink{d.m}, nil
+	return filingSink(d), nil
 }
 
 type filingSink struct{ m *sinktest.Memory }
