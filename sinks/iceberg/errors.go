@@ -78,5 +78,5 @@ func oauthRefused(err error) bool {
 // as a plain error from table.Requirement.Validate, with no sentinel or
 // type to match, so its text is the only mark.
 func lostRace(err error) bool {
-	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: ")
+	return err != nil && (errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: "))
 }
