@@ -50,8 +50,10 @@ func (e *BatchError) Error() string {
 // RejectedEvent is an event the destination refused when it was committed,
 // with the destination's reason.
 type RejectedEvent struct {
-	// Event is the event as it was given to Write. Its Body and Properties
-	// belong to the writer until its next Flush.
+	// Event is the event as it was given to Write, or as it was received
+	// ([Event.Received]): a writer may keep only what the dead letter
+	// needs. Its Body, RawBody and Properties belong to the writer until
+	// its next Flush.
 	Event Event
 	// Err is the destination's reason, such as a row breaking a CHECK
 	// constraint of a table.

@@ -9,8 +9,9 @@ import (
 // Event is one Event Hubs event as the runner hands it to a sink. Events of one
 // partition arrive in sequence-number order.
 //
-// A sink must not retain Body or Properties after Write returns unless it
-// copies them: the runner may reuse the memory for the next batch.
+// A sink must not retain Body, RawBody or Properties after Write returns
+// unless it copies them: the runner may reuse the memory for the next
+// batch.
 type Event struct {
 	// Partition is the Event Hubs partition ID the event was read from.
 	Partition string
@@ -26,8 +27,25 @@ type Event struct {
 	ContentType *string
 	// Properties are the event's application properties, or nil.
 	Properties map[string]any
-	// Body is the event payload.
+	// Body is the event payload, as the mapping reads it: as received, or
+	// the runner's decoded form of it (see RawBody).
 	Body []byte
+	// RawBody is the payload as received when the runner hands on a
+	// decoded form in Body (source.format avro: Body is then the JSON of
+	// the record, and RawBody the Avro bytes with their framing), and nil
+	// when Body is as received. A dead letter keeps the event as received:
+	// a [DeadLetter]'s Event has this payload in Body, and RawBody nil.
+	RawBody []byte
+}
+
+// Received returns e as it was received: with RawBody, when set, as its
+// Body, and RawBody nil. What a dead letter keeps.
+func (e *Event) Received() Event {
+	r := *e
+	if r.RawBody != nil {
+		r.Body, r.RawBody = r.RawBody, nil
+	}
+	return r
 }
 
 // Position returns the position of e.

@@ -92,7 +92,9 @@ type Writer interface {
 
 // DeadLetter is an event the runner gave up on, with the reason.
 type DeadLetter struct {
-	// Event is the event as received.
+	// Event is the event as received ([Event.Received]): its Body holds the
+	// payload as it came (an Avro event's bytes, not their decoded JSON),
+	// with its content type and properties, so that it can be replayed.
 	Event Event
 	// Reason says why it was not written.
 	Reason string

@@ -10,6 +10,13 @@
 //   - the package map of docs/internals.md names every package of
 //     `go list ./...` outside test/, and only those, and its list of
 //     top-level directories matches the tree (at most 12);
+//   - every ```yaml block of README.md and docs/*.md loads: a whole
+//     connectors.yaml or test file as `ehsink validate` and `ehsink test`
+//     read one, a part of a connector with no problem at a key it writes
+//     (TestDocYAMLExamples), unless marked as another program's YAML;
+//   - docs/configuration.md's "Avro events" names the one request a
+//     connector makes of each registry type, and the code makes no other
+//     (TestAvroRegistryRequests, against recording registries);
 //   - the README is at most 300 lines, and the relative links and anchors of
 //     the README and docs/ resolve.
 package apidoc

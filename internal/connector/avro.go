@@ -266,6 +266,9 @@ func (pr *partitionRun) decode(ctx context.Context, ev *sinks.Event) (poison, er
 		out, derr := dec.AppendJSON(ctx, ev.ContentType, ev.Body, pr.decoded)
 		if derr == nil {
 			pr.decoded = out
+			// The bytes as received stay with the event: a dead letter
+			// keeps them, not the JSON (sinks.Event.RawBody).
+			ev.RawBody = ev.Body
 			ev.Body = out[start:len(out):len(out)]
 			return nil, nil
 		}

@@ -170,7 +170,7 @@ func (pr *partitionRun) deadLetter(ctx context.Context, rejected []sinks.Rejecte
 	now := r.opts.now()
 	letters := make([]sinks.DeadLetter, len(rejected))
 	for i, rj := range rejected {
-		letters[i] = sinks.DeadLetter{Event: rj.Event, Reason: rj.Err.Error(), FailedAt: now}
+		letters[i] = sinks.DeadLetter{Event: rj.Event.Received(), Reason: rj.Err.Error(), FailedAt: now}
 		pr.log.Warn("event dead-lettered", "seq", rj.Event.SequenceNumber, "reason", rj.Err)
 	}
 	pr.met.deadLettered(len(letters))

@@ -34,11 +34,11 @@ type FileDeadLetters struct {
 	mu  sync.Mutex // serialises appends to one directory
 }
 
-// NewFileDeadLetters returns a store writing under dir, created if missing.
+// NewFileDeadLetters returns a store writing under dir. The directory is
+// made by the first Store, not here: every connector gets a store, and
+// one whose sink keeps its dead letters itself (postgres, parquet,
+// iceberg) never writes to it, so it must leave no empty folder behind.
 func NewFileDeadLetters(dir string) (*FileDeadLetters, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
-	}
 	return &FileDeadLetters{dir: dir}, nil
 }
 
@@ -46,6 +46,10 @@ func NewFileDeadLetters(dir string) (*FileDeadLetters, error) {
 func (d *FileDeadLetters) Store(_ context.Context, partition string, committed int64, letters []sinks.DeadLetter) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Made here, on the first letter, rather than by NewFileDeadLetters.
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return fmt.Errorf("dead letters: %w", err)
+	}
 	path := filepath.Join(d.dir, partitionFileName(partition)+".jsonl")
 	// Where the system has no file lock, d.mu still serialises this
 	// process's stores; processes sharing the directory may then repeat a

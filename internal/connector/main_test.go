@@ -6,13 +6,18 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/ehsink/ehsink/internal/testenv"
 )
 
 // TestMain fails the package when a test leaves a goroutine behind: Run and
 // RunPartition must stop everything they start (emulator, demo producer,
-// sources, runners) before they return.
+// sources, runners) before they return. It stops the shared PostgreSQL
+// server and Azurite the tests started, as testenv.Main does.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testenv.StopSharedPostgres()
+	testenv.StopSharedAzurite()
 	if code == 0 {
 		// The Event Hubs SDK keeps a CBS claim renewer per closed link until
 		// its token's refresh time; it is the SDK's, not ours. Idle

@@ -5,7 +5,9 @@
 //
 // Each service has a shared instance per test binary, stopped from TestMain
 // after m.Run, and a private one per test for tests that stop it or need it
-// empty. A service that is not installed skips the test with the command
+// empty. A server outlives no test binary, even one that never stops it:
+// Azurite is killed with the binary (Pdeathsig), and each PostgreSQL server
+// has a reaper process that stops it once the binary is gone. A service that is not installed skips the test with the command
 // that installs it, except when CI=true, where it fails the test: in CI a
 // missing service must never pass silently.
 package testenv

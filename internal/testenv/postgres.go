@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,6 +57,11 @@ type PostgresInstance struct {
 	stopped  bool
 	dbs      atomic.Int64 // counter for database names
 	shutdown sync.Once
+	// reaper stops the server and removes dir when this process ends
+	// without shutdownAndRemove (see startReaper); reaperEnd is the write
+	// end of its stdin, closed to let it go.
+	reaper    *exec.Cmd
+	reaperEnd *os.File
 }
 
 var sharedPG struct {
@@ -70,8 +76,10 @@ var sharedPG struct {
 // When neither EHSINK_TEST_POSTGRES_DSN nor the server binaries are there,
 // the test is skipped, or failed when CI=true. The shared server is stopped
 // by StopSharedPostgres, which a package that uses it calls from TestMain
-// after m.Run (or through Main); without it the server outlives the test
-// binary.
+// after m.Run (or through Main). A binary that ends without it (no such
+// TestMain, a test timeout's panic, a kill) leaves nothing running either:
+// a reaper process stops the server and removes its directory once the
+// binary is gone (startReaper), which takes it a moment longer.
 func Postgres(t testing.TB) *PostgresInstance {
 	t.Helper()
 	if dsn := os.Getenv(PostgresDSNEnv); dsn != "" {
@@ -233,7 +241,52 @@ func (p *PostgresInstance) shutdownAndRemove() {
 		}
 		_ = p.Stop()
 		_ = os.RemoveAll(p.dir)
+		if p.reaper != nil {
+			// Nothing is left for it to do: it wakes, finds the server
+			// stopped and the directory gone, and exits.
+			_ = p.reaperEnd.Close()
+			_ = p.reaper.Wait()
+		}
 	})
+}
+
+// reaperScript waits for its stdin to reach end of file, which happens
+// when the test binary exits, however it exits (a package without a
+// TestMain that calls StopSharedPostgres, a test timeout's panic, a
+// SIGKILL), then runs its arguments after the first (pg_ctl stop) and
+// removes the directory named by the first. It ignores the signals a
+// terminal's Ctrl-C or hang-up sends the whole process group.
+const reaperScript = `trap '' INT TERM HUP; read -r _; dir=$1; shift; "$@" >/dev/null 2>&1; rm -rf "$dir"`
+
+// startReaper starts the process that stops the server when this process
+// ends without shutdownAndRemove: the shared server is stopped from
+// TestMain, and a package that never calls it (or a binary that dies
+// first) must not leave a server and its temporary directory running
+// after it. The reaper holds the read end of a pipe whose only write end
+// is this process's (os.Pipe opens it close-on-exec, so pg_ctl and the
+// server do not inherit it): the kernel closes it when the process ends.
+func (p *PostgresInstance) startReaper() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("postgres reaper: %w", err)
+	}
+	defer r.Close() // the child has its copy
+	args := []string{"-c", reaperScript, "ehsink-pg-reaper", p.dir}
+	stop := []string{filepath.Join(p.binDir, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-m", "immediate", "-w", "stop"}
+	if p.asUser != "" {
+		stop = append([]string{"runuser", "-u", p.asUser, "--"}, stop...)
+	}
+	cmd := exec.Command("/bin/sh", append(args, stop...)...)
+	cmd.Stdin = r
+	// Its own process group: a Ctrl-C of `go test` must not end it
+	// before it has stopped the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("postgres reaper: %w", err)
+	}
+	p.reaper, p.reaperEnd = cmd, w
+	return nil
 }
 
 func (p *PostgresInstance) serverOptions() string {
@@ -338,8 +391,12 @@ func startPostgresWith(binDir string, durable bool) (*PostgresInstance, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := p.Start(); err != nil {
+	if err := p.startReaper(); err != nil {
 		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := p.Start(); err != nil {
+		p.shutdownAndRemove()
 		return nil, err
 	}
 	p.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.port)

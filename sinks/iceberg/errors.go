@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/rest"
+	"github.com/apache/iceberg-go/table"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ehsink/ehsink/sinks"
@@ -63,4 +64,19 @@ func oauthRefused(err error) bool {
 		}
 	}
 	return false
+}
+
+// lostRace reports a commit the catalog refused because the table moved
+// since the metadata it was built on (another writer, or another replica's
+// maintenance, committed first): nothing of it was applied, and it may be
+// made again on the table's fresh metadata. Every commit path (the
+// writer's, expiry) asks this one question. A REST catalog reports the
+// conflict as table.ErrCommitFailed (its 409), and so does the SQL catalog
+// for a metadata location that moved during its own commit; but the SQL
+// catalog of iceberg-go v0.7.0 reports a requirement it checks first
+// ("requirement failed: branch \"main\" has changed: expected id ...")
+// as a plain error from table.Requirement.Validate, with no sentinel or
+// type to match, so its text is the only mark.
+func lostRace(err error) bool {
+	return err != nil && (errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: "))
 }

@@ -51,19 +51,26 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 		if err != nil {
 			return fmt.Errorf("expire snapshots: %w", err)
 		}
+		if err := s.step(stepExpiryPlanned); err != nil {
+			return err
+		}
 		tbl, err := tx.Commit(ctx)
 		if err == nil || removedBefore(tbl, err) {
 			d.tbl = tbl
 			break
 		}
-		if !errors.Is(err, table.ErrCommitFailed) || attempt >= maxCommitAttempts {
+		// Another replica's commit came first: expire again on the
+		// table as it is now, as the writer commits again after a lost
+		// race (other failures wait for the next maintenance).
+		if !lostRace(err) || attempt >= maxCommitAttempts {
 			return fmt.Errorf("expire snapshots: %w", err)
 		}
-		fresh, lerr := s.cat.LoadTable(ctx, d.ident)
-		if lerr != nil {
-			return fmt.Errorf("expire snapshots: reload: %w", lerr)
+		if err := backoff(ctx, attempt); err != nil {
+			return fmt.Errorf("expire snapshots: %w", err)
 		}
-		d.tbl = fresh
+		if _, err := s.reload(ctx, d); err != nil {
+			return fmt.Errorf("expire snapshots: %w", err)
+		}
 	}
 	res, err := d.tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(m.OrphanAge))
 	if err != nil {
@@ -80,7 +87,7 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 // removal, deleted them first. Nothing is left to do then, and the table
 // is the committed one.
 func removedBefore(tbl *table.Table, err error) bool {
-	if tbl == nil || errors.Is(err, table.ErrCommitFailed) {
+	if tbl == nil || lostRace(err) {
 		return false
 	}
 	var errs []error
@@ -96,6 +103,10 @@ func removedBefore(tbl *table.Table, err error) bool {
 	}
 	return true
 }
+
+// stepExpiryPlanned is the test hook's step between an expiry's plan
+// and its commit.
+const stepExpiryPlanned = "expiry planned"
 
 // stepCompactionPlanned is the test hook's step between a compaction's
 // plan and its commit.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
@@ -116,5 +117,67 @@ func TestExpiryAfterAnotherReplicasExpiry(t *testing.T) {
 	}
 	if n := len(l.loadTable(t).Metadata().Snapshots()); n != 2 {
 		t.Errorf("the catalog's table has %d snapshots after the expiry, want 2", n)
+	}
+}
+
+// TestExpiryRetriesALostRace: two replicas commit to one table, and the
+// second commits while the first's expiry is planned on the table as it
+// was. iceberg-go's SQL catalog refuses the expiry with a plain error
+// ("requirement failed: branch main has changed"); the expiry must be made
+// again on the table's fresh metadata, as a writer's commit is, rather
+// than skipped until the next maintenance.
+func TestExpiryRetriesALostRace(t *testing.T) {
+	l := newLake(t)
+	const keep = 2
+	a := l.newSink(t, func(c *sinkConfig) {
+		c.Maintenance = maintenanceConfig{Every: time.Hour, KeepSnapshots: keep, MaxSnapshotAge: time.Nanosecond, KeepMetadataFiles: 100, OrphanAge: time.Hour}
+	})
+	b := l.newSink(t, func(c *sinkConfig) { c.Maintenance.Disabled = true })
+	clock := time.Now()
+	a.setClock(func() time.Time { return clock })
+	ctx := context.Background()
+	wa, _, err := a.Open(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wa.Close(ctx)
+	wb, _, err := b.Open(ctx, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close(ctx)
+	commit := func(w sinks.Writer, partition string, first int64) {
+		t.Helper()
+		if err := w.Write(ctx, sinktest.Events(partition, first, first+4)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range int64(5) { // the first flush's maintenance finds little to expire
+		commit(wa, "0", i*5)
+	}
+	commit(wb, "1", 0)
+
+	// B commits between the planning of A's next expiry and its commit.
+	raced := 0
+	a.setHook(func(step string) error {
+		if step == stepExpiryPlanned && raced == 0 {
+			raced++
+			commit(wb, "1", 5)
+		}
+		return nil
+	})
+	clock = clock.Add(2 * time.Hour)
+	commit(wa, "0", 25) // commits, then maintains: the race
+	if raced != 1 {
+		t.Fatalf("the expiry ran %d times into B's commit, want 1: the race was not staged", raced)
+	}
+	if n := len(l.loadTable(t).Metadata().Snapshots()); n != keep {
+		t.Errorf("the catalog's table has %d snapshots after A's maintenance, want keep_snapshots %d: the expiry that lost the race was not made again", n, keep)
+	}
+	if got := l.scanSeqs(t); len(got["0"]) != 30 || len(got["1"]) != 10 {
+		t.Errorf("rows: partition 0 holds %d (want 30), partition 1 %d (want 10)", len(got["0"]), len(got["1"]))
 	}
 }

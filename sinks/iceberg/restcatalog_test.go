@@ -234,19 +234,12 @@ func (rc *restCatalog) fail(w http.ResponseWriter, err error) {
 		restError(w, http.StatusConflict, "AlreadyExistsException", err.Error())
 	case errors.Is(err, catalog.ErrTableAlreadyExists):
 		restError(w, http.StatusConflict, "AlreadyExistsException", err.Error())
-	case errors.Is(err, table.ErrCommitFailed), isRequirementFailure(err):
+	case lostRace(err): // a REST catalog answers a lost race 409
 		rc.refused.Add(1)
 		restError(w, http.StatusConflict, "CommitFailedException", err.Error())
 	default:
 		restError(w, http.StatusInternalServerError, "ServerError", err.Error())
 	}
-}
-
-// isRequirementFailure reports a commit the sql catalog refused on a
-// requirement, which it does not mark with table.ErrCommitFailed; a REST
-// catalog answers it 409.
-func isRequirementFailure(err error) bool {
-	return strings.Contains(strings.ToLower(err.Error()), "requirement failed")
 }
 
 // restLake is a lake whose catalog is served over REST.

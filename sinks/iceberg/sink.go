@@ -464,6 +464,11 @@ func (w *writer) openPart(ctx context.Context, d *dest) (*part, error) {
 func (s *sink) refresh(ctx context.Context, d *dest) (*table.Table, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return s.reload(ctx, d)
+}
+
+// reload is refresh for a caller that holds d.mu (maintenance).
+func (s *sink) reload(ctx context.Context, d *dest) (*table.Table, error) {
 	tbl, err := s.cat.LoadTable(ctx, d.ident)
 	if err != nil {
 		return nil, fmt.Errorf("load table %s: %w", d.name(), err)

@@ -479,12 +479,12 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 	}
 	newTbl, err := tx.Commit(ctx)
 	if err != nil {
-		// A conflict the catalog reports as such (ErrCommitFailed) made
-		// nothing. Anything else may have been applied: the SQL catalog
-		// reports a refused requirement without the sentinel, and a REST
-		// catalog may time out after applying the commit. The next attempt
-		// finds out from the metadata; the files are kept.
-		fail(!errors.Is(err, table.ErrCommitFailed), fmt.Errorf("commit to table %s: %w", d.name(), err))
+		// A lost race (lostRace: the catalog refused the commit on the
+		// table's state) made nothing. Anything else may have been
+		// applied: a REST catalog may time out after applying the
+		// commit. The next attempt finds out from the metadata; the
+		// files are kept.
+		fail(!lostRace(err), fmt.Errorf("commit to table %s: %w", d.name(), err))
 		return
 	}
 	d.tbl = newTbl

@@ -97,11 +97,17 @@ type keptEvent struct {
 	body         [2]int // w.raw[body[0]:body[1]]
 }
 
-// keep copies what a dead letter of ev needs. Strings are immutable and
-// kept as they are; the properties map is copied (its values are not).
+// keep copies what a dead letter of ev needs: the event as received
+// (sinks.Event.Received: an Avro event's bytes, not their JSON). Strings
+// are immutable and kept as they are; the properties map is copied (its
+// values are not).
 func (w *writer) keep(ev *sinks.Event) keptEvent {
+	body := ev.Body
+	if ev.RawBody != nil {
+		body = ev.RawBody
+	}
 	start := len(w.raw)
-	w.raw = append(w.raw, ev.Body...)
+	w.raw = append(w.raw, body...)
 	k := keptEvent{enqueued: ev.EnqueuedTime, partitionKey: ev.PartitionKey, contentType: ev.ContentType,
 		body: [2]int{start, len(w.raw)}}
 	if len(ev.Properties) > 0 {

@@ -299,6 +299,9 @@ func (s *sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 			return errf("create state table: %w", classify(err))
 		}
 	}
+	if err := addDeadLetterColumns(ctx, tx, s.deadLetters); err != nil {
+		return errf("%w", err)
+	}
 	for _, r := range s.routes {
 		if r.static == nil {
 			continue
@@ -309,6 +312,36 @@ func (s *sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return errf("%w", classify(err))
+	}
+	return nil
+}
+
+// addDeadLetterColumns gives a dead-letter table created by an older
+// release the columns it lacks (deadLetterAdded). The catalog is read
+// first, so that a table that has them all (every start but the first
+// after an upgrade) takes no ACCESS EXCLUSIVE lock, which would queue
+// behind the other replicas' flushes and hold up everything behind it.
+// ADD COLUMN IF NOT EXISTS keeps the step idempotent; replicas starting
+// together take turns on lockSchema's lock, and the second finds the
+// column there. The caller's transaction holds that lock.
+func addDeadLetterColumns(ctx context.Context, tx pgx.Tx, t pgx.Identifier) error {
+	names := make([]string, len(deadLetterAdded))
+	types := map[string]string{}
+	for i, c := range deadLetterAdded {
+		names[i], types[c[0]] = c[0], c[1]
+	}
+	rows, err := tx.Query(ctx, missingColumnSQL, t.Sanitize(), names)
+	if err != nil {
+		return fmt.Errorf("dead-letter table %s: read its columns: %w", t.Sanitize(), classify(err))
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("dead-letter table %s: read its columns: %w", t.Sanitize(), classify(err))
+	}
+	for _, c := range missing {
+		if _, err := tx.Exec(ctx, addColumnSQL(t, c, types[c])); err != nil {
+			return fmt.Errorf("dead-letter table %s: add column %s: %w", t.Sanitize(), c, classify(err))
+		}
 	}
 	return nil
 }

@@ -156,16 +156,32 @@ func deadLetterDDL(t pgx.Identifier) string {
 	"offset" text NOT NULL,
 	enqueued_time timestamptz,
 	partition_key text,
+	content_type text,
 	properties jsonb,
 	body bytea,
 	reason text NOT NULL,
 	failed_at timestamptz NOT NULL)`
 }
 
+// deadLetterAdded are the columns ehsink_dead_letters gained after its
+// first release, with their types: a table created before them gets them
+// at start (addDeadLetterColumns).
+var deadLetterAdded = [][2]string{{"content_type", "text"}}
+
+// missingColumnSQL selects the name of each column of $2 (a text[]) that
+// table $1 (a qualified name) lacks.
+const missingColumnSQL = `SELECT c FROM unnest($2::text[]) AS c
+	WHERE NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = c AND attnum > 0 AND NOT attisdropped)`
+
+// addColumnSQL adds a column to table t unless it has it.
+func addColumnSQL(t pgx.Identifier, column, typ string) string {
+	return `ALTER TABLE ` + t.Sanitize() + ` ADD COLUMN IF NOT EXISTS ` + pgx.Identifier{column}.Sanitize() + ` ` + typ
+}
+
 // deadLetterColumns are the columns the sink copies into ehsink_dead_letters.
 func deadLetterColumns() []string {
 	return []string{"connector", "namespace", "eventhub", "consumer_group", "table_name", "partition_id",
-		"sequence_number", "offset", "enqueued_time", "partition_key", "properties", "body", "reason", "failed_at"}
+		"sequence_number", "offset", "enqueued_time", "partition_key", "content_type", "properties", "body", "reason", "failed_at"}
 }
 
 // watermarkWhere is the key of a watermark row: $1..$6.

@@ -41,6 +41,7 @@ type deadLetter struct {
 	pos          sinks.Position
 	enqueued     time.Time
 	partitionKey *string
+	contentType  *string
 	properties   []byte // JSON, or nil
 	body         []byte
 	reason       string
@@ -355,6 +356,10 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		if l.Event.PartitionKey != nil {
 			k := strings.ReplaceAll(*l.Event.PartitionKey, "\x00", "\uFFFD")
 			d.partitionKey = &k
+		}
+		if l.Event.ContentType != nil {
+			ct := strings.ReplaceAll(*l.Event.ContentType, "\x00", "\uFFFD")
+			d.contentType = &ct
 		}
 		if len(l.Event.Properties) > 0 {
 			if p, err := json.Marshal(l.Event.Properties); err == nil {
@@ -727,7 +732,7 @@ func (d *deadSource) Values() ([]any, error) {
 		props = json.RawMessage(l.properties)
 	}
 	d.vals = append(d.vals[:0], s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.wmTable,
-		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, props, l.body, l.reason, l.failedAt)
+		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, l.contentType, props, l.body, l.reason, l.failedAt)
 	return d.vals, nil
 }
 func (d *deadSource) Err() error { return nil }
