@@ -462,7 +462,7 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 			wm  *sinks.Position
 			err error
 		)
-		err = r.callSink(ctx, func(ctx context.Context) error {
+		err = r.callSink(ctx, callGuard{}, func(ctx context.Context) error {
 			w, wm, err = sink.Open(ctx, partition)
 			return err
 		})

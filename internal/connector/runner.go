@@ -422,7 +422,7 @@ func (r *Runner) openWriter(ctx context.Context, src Partition) (w sinks.Writer,
 			return w, wm, nil
 		}
 	}
-	err = r.retry(ctx, "open sink", heartbeat(src), func(ctx context.Context) error {
+	err = r.retry(ctx, "open sink", callGuard{beat: heartbeat(src)}, func(ctx context.Context) error {
 		w, wm, err = r.opts.Sink.Open(ctx, src.ID())
 		return err
 	})
