@@ -63,8 +63,8 @@ func (r *Runner) callBound() time.Duration {
 // callWatch ends one sink call's context when its destination has been
 // silent for timeout, or when lease fails once the call is past timeout;
 // callBound is its context's deadline. Its timer runs at the next
-// instant either can happen (and every beatEvery when it beats or checks
-// a lease), never in between.
+// instant either can happen (and every beatEvery when it beats, every
+// quarter SinkTimeout when it checks a lease).
 type callWatch struct {
 	ctx     context.Context // the call's
 	cancel  context.CancelCauseFunc
@@ -104,8 +104,14 @@ func (w *callWatch) progress() {
 // next is how long from now until the watch must look again.
 func (w *callWatch) next(now time.Time) time.Duration {
 	d := time.Unix(0, w.last.Load()).Add(w.timeout).Sub(now)
-	if w.guard.beat != nil || w.guard.lease != nil {
+	if w.guard.beat != nil {
 		d = min(d, beatEvery)
+	}
+	if w.guard.lease != nil {
+		// checkLease's margin is at most SinkTimeout (and is SinkTimeout
+		// at the defaults): a check every quarter of it cuts a commit
+		// with most of the margin left.
+		d = min(d, w.timeout/4)
 	}
 	return max(d, time.Millisecond)
 }

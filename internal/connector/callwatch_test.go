@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +50,7 @@ func answering(tick time.Duration, answers, done int) func(context.Context) erro
 // callBound; a commit past SinkTimeout whose lease stops passing
 // checkLease ends as a lost ownership, which the breaker does not count.
 func TestSinkTimeoutBoundsSilence(t *testing.T) {
-	const timeout = 40 * time.Millisecond
+	const timeout = 200 * time.Millisecond // ticks of a tenth: a loaded machine may delay one a few times over
 	errLease := fmt.Errorf("%w: the lease runs out", ErrOwnershipLost)
 	for _, tc := range []struct {
 		name    string
@@ -57,11 +60,11 @@ func TestSinkTimeoutBoundsSilence(t *testing.T) {
 		message string
 		opened  bool
 	}{
-		{name: "answers slowly", fn: answering(timeout/4, 20, 20)},
-		{name: "answers stop", fn: answering(timeout/4, 12, -1), want: ErrSinkTimeout, message: "no answer within", opened: true},
-		{name: "silent from the start", fn: answering(timeout/4, 0, -1), want: ErrSinkTimeout, message: "no answer within", opened: true},
-		{name: "answers without end", fn: answering(timeout/4, 1<<30, -1), want: ErrSinkTimeout, message: "although its destination answered", opened: true},
-		{name: "lease runs out in a slow commit", fn: answering(timeout/4, 1<<30, -1), want: ErrOwnershipLost,
+		{name: "answers slowly", fn: answering(timeout/10, 30, 30)},
+		{name: "answers stop", fn: answering(timeout/10, 12, -1), want: ErrSinkTimeout, message: "no answer within", opened: true},
+		{name: "silent from the start", fn: answering(timeout/10, 0, -1), want: ErrSinkTimeout, message: "no answer within", opened: true},
+		{name: "answers without end", fn: answering(timeout/10, 1<<30, -1), want: ErrSinkTimeout, message: "although its destination answered", opened: true},
+		{name: "lease runs out in a slow commit", fn: answering(timeout/10, 1<<30, -1), want: ErrOwnershipLost,
 			lease: func(start time.Time) func() error {
 				return func() error {
 					if time.Since(start) > 3*timeout {
@@ -107,5 +110,77 @@ func TestSinkTimeoutBoundsSilence(t *testing.T) {
 				t.Errorf("breaker open: %v, want %v", opened, tc.opened)
 			}
 		})
+	}
+}
+
+// slowWriter is a writer whose flushes answer (sinks.Progress) every tick
+// for took before they commit, as a flush over a slow path does; it
+// records when its inner writer committed.
+type slowWriter struct {
+	sinks.Writer
+	tick, took time.Duration
+	committed  *atomic.Int64 // unix nanoseconds of the last commit
+}
+
+func (w slowWriter) Flush(ctx context.Context) (*sinks.Position, error) {
+	if err := answering(w.tick, 1<<30, int(w.took/w.tick))(ctx); err != nil {
+		return nil, err
+	}
+	wm, err := w.Writer.Flush(ctx)
+	if err == nil {
+		w.committed.Store(time.Now().UnixNano())
+	}
+	return wm, err
+}
+
+type slowSink struct {
+	sinks.Sink
+	tick, took time.Duration
+	committed  *atomic.Int64
+}
+
+func (s slowSink) Open(ctx context.Context, p string) (sinks.Writer, *sinks.Position, error) {
+	w, wm, err := s.Sink.Open(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return slowWriter{Writer: w, tick: s.tick, took: s.took, committed: s.committed}, wm, nil
+}
+
+// TestSlowCommitStopsBeforeLeaseRunsOut: a partition's lease is no longer
+// renewed, and its flushes, answering all along, take longer than
+// SinkTimeout. A flush that started with the margin checkLease asks for
+// may run past SinkTimeout, but not into the last margin of the lease:
+// it is cut there and the partition ends as a lost ownership (not a sink
+// failure: the breaker stays closed). Nothing is committed after the
+// lease ran out. Without the lease check during the call, the slow flush
+// commits after the expiry.
+func TestSlowCommitStopsBeforeLeaseRunsOut(t *testing.T) {
+	const (
+		timeout = 200 * time.Millisecond
+		lease   = 6 * timeout
+	)
+	var committed atomic.Int64
+	sink := slowSink{Sink: sinktest.NewMemory(), tick: timeout / 10, took: 2 * lease, committed: &committed}
+	r, err := NewRunner(RunnerOptions{Connector: "c", Sink: sink, SinkTimeout: timeout, GiveUpAfter: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p := &leasedPartition{memPartition: newMemPartition("0", 1000, store, rand.New(rand.NewPCG(53, 54)), cancel)}
+	expiry := time.Now().Add(lease)
+	p.expiry.Store(expiry.UnixNano())
+	err = r.RunPartition(ctx, p)
+	if !errors.Is(err, ErrOwnershipLost) {
+		t.Fatalf("RunPartition = %v, want ErrOwnershipLost before the lease runs out", err)
+	}
+	if at := committed.Load(); at != 0 && !time.Unix(0, at).Before(expiry) {
+		t.Errorf("a commit landed %s after the lease ran out", time.Unix(0, at).Sub(expiry))
+	}
+	if !r.brk.isClosed() {
+		t.Error("the breaker opened: a lease running out is no sink failure")
 	}
 }
