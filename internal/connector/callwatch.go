@@ -25,8 +25,8 @@ import (
 //   - for a commit, by the partition's lease: past SinkTimeout it goes on
 //     only while the lease has the margin checkLease asks of a commit
 //     that starts, so a commit that was slow never lands after the lease
-//     can have run out (the store not renewing it), exactly as a commit
-//     cut at SinkTimeout did not.
+//     can have run out (the store not renewing it), as a commit cut at
+//     SinkTimeout never did.
 
 // errSilent and errCallTooLong are the causes of a call's end that the
 // runner decided (see callSink).
@@ -42,8 +42,8 @@ type callGuard struct {
 	// its destination answers.
 	beat func()
 	// lease (nil: none) returns an error matching ErrOwnershipLost when a
-	// commit may no longer land (checkLease); checked before the call and
-	// while it runs past SinkTimeout.
+	// commit may no longer land (checkLease); checked while the call runs
+	// past SinkTimeout (the call checks it itself before it starts).
 	lease func() error
 }
 
@@ -52,7 +52,8 @@ type callGuard struct {
 // longest a partition may go unread, which a call that runs longer
 // breaks by itself; eight sink timeouts for a runner without one. Never
 // less than SinkTimeout. (One ownership expiration is too short: a
-// PostgreSQL flush is five or six round trips, 10-12 s at 1 s each way.)
+// PostgreSQL flush over a path 1 s away each way was still copying when
+// cut at 10 s, TestSlowPostgresAtDefaults.)
 func (r *Runner) callBound() time.Duration {
 	if r.opts.GiveUpAfter > 0 {
 		return max(2*r.opts.GiveUpAfter, r.opts.SinkTimeout)
