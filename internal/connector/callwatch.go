@@ -35,6 +35,12 @@ var (
 	errCallTooLong = errors.New("the sink call ran past its bound")
 )
 
+// errStillAnswering is matched by the error of a call whose caller's own
+// deadline (a claim's budget, a drain's) ended it while its destination
+// was answering: the caller's bound was too short for a slow sink, which
+// says nothing of the sink's health.
+var errStillAnswering = errors.New("its destination was still answering")
+
 // callGuard is what a sink call answers to besides the sink timeout.
 type callGuard struct {
 	// beat (nil: none) tells the source's watchdog that the partition is
@@ -72,11 +78,12 @@ type callWatch struct {
 	release context.CancelFunc // the deadline's
 	expired *atomic.Bool       // the watch ended ctx (its Err is then DeadlineExceeded)
 
-	start   time.Time
-	timeout time.Duration
-	guard   callGuard
-	last    atomic.Int64 // UnixNano of the last progress the sink reported
-	moved   atomic.Bool  // progress since the last beat
+	start    time.Time
+	timeout  time.Duration
+	guard    callGuard
+	last     atomic.Int64 // UnixNano of the last progress the sink reported
+	moved    atomic.Bool  // progress since the last beat
+	answered atomic.Bool  // progress at all
 
 	mu      sync.Mutex // guards t and stopped
 	t       *time.Timer
@@ -100,6 +107,13 @@ func (r *Runner) watchCall(ctx context.Context, g callGuard) *callWatch {
 func (w *callWatch) progress() {
 	w.last.Store(time.Now().UnixNano())
 	w.moved.Store(true)
+	w.answered.Store(true)
+}
+
+// answering reports whether the destination answered within the last
+// sink timeout.
+func (w *callWatch) answering() bool {
+	return w.answered.Load() && time.Since(time.Unix(0, w.last.Load())) < w.timeout
 }
 
 // next is how long from now until the watch must look again.

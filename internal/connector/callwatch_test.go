@@ -184,3 +184,63 @@ func TestSlowCommitStopsBeforeLeaseRunsOut(t *testing.T) {
 		t.Error("the breaker opened: a lease running out is no sink failure")
 	}
 }
+
+// openingSink is a sink whose Open runs fn first.
+type openingSink struct {
+	sinks.Sink
+	fn func(context.Context) error
+}
+
+func (s openingSink) Open(ctx context.Context, p string) (sinks.Writer, *sinks.Position, error) {
+	if err := s.fn(ctx); err != nil {
+		return nil, nil, err
+	}
+	return s.Sink.Open(ctx, p)
+}
+
+// TestSlowClaimIsNoSinkFailure: a claim's Open bounded by the claim's
+// budget (shorter than a slow sink needs for a new session) fails when
+// the budget runs out; if the sink was answering then, that is no sink
+// failure: the breaker stays closed and readiness hears nothing. An Open
+// that got no answer is, as before: ErrSinkTimeout, the breaker open.
+func TestSlowClaimIsNoSinkFailure(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		fn       func(context.Context) error
+		failure  bool
+		deadline time.Duration
+	}{
+		{name: "answering", fn: answering(timeout/10, 1<<30, -1), deadline: 3 * timeout},
+		{name: "silent", fn: answering(timeout/10, 0, -1), deadline: timeout / 2, failure: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reported []error
+			r, err := NewRunner(RunnerOptions{Connector: "c", Sink: sinktest.NewMemory(), SinkTimeout: timeout, GiveUpAfter: time.Minute,
+				CircuitBreaker: CircuitBreakerSpec{ProbeInterval: time.Hour},
+				sinkCalled: func(err error) {
+					if err != nil {
+						reported = append(reported, err)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
+			defer cancel()
+			_, _, err = claimWriter(r, openingSink{Sink: sinktest.NewMemory(), fn: tc.fn})(ctx, "0")
+			if err == nil {
+				t.Fatal("the claim succeeded past its budget")
+			}
+			if got := errors.Is(err, ErrSinkTimeout); got != tc.failure {
+				t.Errorf("claim error %v: ErrSinkTimeout %v, want %v", err, got, tc.failure)
+			}
+			if open := !r.brk.isClosed(); open != tc.failure {
+				t.Errorf("breaker open: %v, want %v", open, tc.failure)
+			}
+			if got := len(reported) > 0; got != tc.failure {
+				t.Errorf("readiness told of %v, want a failure: %v", reported, tc.failure)
+			}
+		})
+	}
+}

@@ -83,7 +83,13 @@ func (r *Runner) callSink(ctx context.Context, g callGuard, fn func(context.Cont
 	w := r.watchCall(ctx, g)
 	defer w.stop()
 	err := fn(w.ctx)
-	if err == nil || ctx.Err() != nil {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && w.answering() {
+			return fmt.Errorf("%w when its caller's deadline ended it: %w", errStillAnswering, err)
+		}
 		return err
 	}
 	return w.err(err)

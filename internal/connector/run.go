@@ -470,6 +470,12 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 		case err == nil, ctx.Err() == nil:
 			r.brk.claimResult(err)
 			r.sinkCalled(ctx, err)
+		case errors.Is(err, errStillAnswering):
+			// The claim's budget ran out while the sink answered (a
+			// slow path needs more round trips than the budget allows
+			// for a new session): the claim fails, and a replica
+			// whose sink is nearer may take the partition, but the
+			// sink is not down.
 		case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 			// The claim's budget (a third of the ownership expiration)
 			// ran out before the sink answered: that is the sink's
