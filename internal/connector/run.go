@@ -197,7 +197,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	props.Go(func() { cs.refreshProps(pctx, src, runner, cfg.lagInterval()) })
 	props.Go(func() {
 		every := spec.Source.Settings.WithDefaults().LoadBalancing.UpdateInterval
-		probeIdle(pctx, every, max(spec.Errors.SinkTimeout, time.Second), runner.brk, runner, func(ctx context.Context) (sinks.Sink, error) {
+		probeIdle(pctx, every, runner.brk, runner, func(ctx context.Context) (sinks.Sink, error) {
 			return driver.New(ctx, sinkCfg, info)
 		})
 	})
