@@ -33,6 +33,10 @@
 //   - [Batcher]: the writer gathers several batches into one commit (a Parquet
 //     file) and tells the runner when a flush is due.
 //
+// A sink whose calls can take longer than errors.sink_timeout on a slow but
+// working path reports its destination's answers with [Progress]; the
+// runner then bounds the silence between answers rather than the call.
+//
 // Package sinktest is the conformance kit a sink runs in its tests.
 //
 // This package depends on nothing else in ehsink.

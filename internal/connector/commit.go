@@ -133,7 +133,7 @@ func (pr *partitionRun) advanceDropped() {
 
 func (pr *partitionRun) write(ctx context.Context, events []sinks.Event) error {
 	r := pr.r
-	err := r.retry(ctx, opWrite, pr.beat, func(ctx context.Context) error {
+	err := r.retry(ctx, opWrite, callGuard{beat: pr.beat}, func(ctx context.Context) error {
 		return pr.p.Write(ctx, events)
 	})
 	pr.written = true
@@ -176,9 +176,9 @@ func (pr *partitionRun) deadLetter(ctx context.Context, rejected []sinks.Rejecte
 	pr.met.deadLettered(len(letters))
 	var err error
 	if dl, ok := pr.p.(sinks.DeadLetterer); ok {
-		err = r.retry(ctx, "dead-letter", pr.beat, func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
+		err = r.retry(ctx, "dead-letter", callGuard{beat: pr.beat}, func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
 	} else if r.opts.DeadLetters != nil {
-		err = r.retry(ctx, "dead-letter", pr.beat, func(ctx context.Context) error {
+		err = r.retry(ctx, "dead-letter", callGuard{beat: pr.beat}, func(ctx context.Context) error {
 			committed := int64(-1)
 			if pr.watermark != nil {
 				committed = pr.watermark.SequenceNumber
@@ -225,7 +225,7 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	// the rest with them. Each round takes at least one event out, so the
 	// rounds are bounded by what was written.
 	for round := 0; ; round++ {
-		err := r.retry(ctx, "flush", pr.beat, func(ctx context.Context) error {
+		err := r.retry(ctx, "flush", callGuard{beat: pr.beat, lease: pr.checkLease}, func(ctx context.Context) error {
 			if err := pr.checkLease(); err != nil {
 				return err
 			}

@@ -14,9 +14,11 @@ import (
 // a replica whose sink came back would stay out of the load balancing for
 // up to that long while the other replicas carry its share. Every
 // interval (the load balancing's update interval: one claim round) it
-// builds the sink anew within timeout and closes it; a success closes the
+// builds the sink anew and closes it, as one sink call (r.callSink: a
+// slow sink that answers each round trip of a new session is given the
+// time it takes, a silent one sink_timeout); a success closes the
 // breaker, and the next round claims. It returns when ctx ends.
-func probeIdle(ctx context.Context, every, timeout time.Duration, brk *breaker, r *Runner, build func(context.Context) (sinks.Sink, error)) {
+func probeIdle(ctx context.Context, every time.Duration, brk *breaker, r *Runner, build func(context.Context) (sinks.Sink, error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -28,12 +30,13 @@ func probeIdle(ctx context.Context, every, timeout time.Duration, brk *breaker, 
 		if brk.isClosed() || len(r.snapshot()) > 0 {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		s, err := build(pctx)
-		if err == nil {
-			err = s.Close(pctx)
-		}
-		cancel()
+		err := r.callSink(ctx, callGuard{}, func(ctx context.Context) error {
+			s, err := build(ctx)
+			if err == nil {
+				err = s.Close(ctx)
+			}
+			return err
+		})
 		if err == nil && ctx.Err() == nil {
 			brk.log.Info("the sink answers a connection made while this replica holds no partition")
 			brk.result(nil)

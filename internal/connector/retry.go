@@ -12,11 +12,13 @@ import (
 
 // retry runs fn until it succeeds, fails with an error not marked
 // transient, ctx ends, or MaxAttempts is reached, waiting a capped
-// exponential backoff with full jitter between attempts.
+// exponential backoff with full jitter between attempts. Each attempt is
+// one callSink under g.
 //
-// beat (nil: none) is called while it waits, so that the source's watchdog
-// sees a partition that retries as alive.
-func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(context.Context) error) error {
+// g.beat (nil: none) is called while it waits, so that the source's
+// watchdog sees a partition that retries as alive.
+func (r *Runner) retry(ctx context.Context, what string, g callGuard, fn func(context.Context) error) error {
+	beat := g.beat
 	waits := backoff.Backoff{Initial: r.opts.Retry.InitialBackoff, Max: r.opts.Retry.MaxBackoff}
 	since := time.Now()
 	var last error
@@ -38,9 +40,10 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 			}
 			return fmt.Errorf("%w while the circuit breaker was open (last sink error: %w)", werr, last)
 		}
-		err := r.callSink(ctx, fn)
+		err := r.callSink(ctx, g, fn)
 		if errors.Is(err, ErrOwnershipLost) {
-			// refused before the sink was called (checkLease)
+			// refused before the sink was called (checkLease), or a slow
+			// commit cut before the lease could run out
 			r.brk.calledOff()
 			return err
 		}
@@ -64,32 +67,32 @@ func (r *Runner) retry(ctx context.Context, what string, beat func(), fn func(co
 	}
 }
 
-// callSink runs fn, one sink call, within SinkTimeout. A call that ran out
-// of that deadline while ctx (the partition's) is alive is the sink's
-// failure, not a cancellation: it comes back marked transient, so that it
-// is retried and counts for the breaker and readiness. The sink cannot
-// tell the two apart (both are context.DeadlineExceeded to it); the
-// runner, which set the deadline, can.
-func (r *Runner) callSink(ctx context.Context, fn func(context.Context) error) error {
+// callSink runs fn, one sink call, under SinkTimeout as callWatch applies
+// it: the call fails once its destination has been silent that long, not
+// once it has lasted that long. A call the runner ended while ctx (the
+// partition's) is alive is the sink's failure, not a cancellation: it
+// comes back marked transient and matching ErrSinkTimeout, so that it is
+// retried and counts for the breaker and readiness; a commit cut for its
+// lease comes back matching ErrOwnershipLost. The sink cannot tell these
+// apart from a cancellation (its context just ends); the runner, which
+// ended it, can.
+func (r *Runner) callSink(ctx context.Context, g callGuard, fn func(context.Context) error) error {
 	if r.opts.SinkTimeout <= 0 {
 		return fn(ctx)
 	}
-	cctx, cancel := context.WithTimeoutCause(ctx, r.opts.SinkTimeout, ErrSinkTimeout)
-	defer cancel()
-	err := fn(cctx)
-	if err == nil || ctx.Err() != nil {
+	w := r.watchCall(ctx, g)
+	defer w.stop()
+	err := fn(w.ctx)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && w.answering() {
+			return fmt.Errorf("%w when its caller's deadline ended it: %w", errStillAnswering, err)
+		}
 		return err
 	}
-	if errors.Is(context.Cause(cctx), ErrSinkTimeout) {
-		return sinks.Transient(fmt.Errorf("%w: no answer within %s (errors.sink_timeout): %w", ErrSinkTimeout, r.opts.SinkTimeout, err))
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		// A bound of the sink's own ran out first (a connect timeout
-		// over a path that accepts connections and answers nothing):
-		// no answer either, and as telling as the sink timeout.
-		return sinks.Transient(fmt.Errorf("%w: no answer within the sink's own bound: %w", ErrSinkTimeout, err))
-	}
-	return err
+	return w.err(err)
 }
 
 // opWrite names the sink's Write in retries and metrics.

@@ -197,7 +197,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	props.Go(func() { cs.refreshProps(pctx, src, runner, cfg.lagInterval()) })
 	props.Go(func() {
 		every := spec.Source.Settings.WithDefaults().LoadBalancing.UpdateInterval
-		probeIdle(pctx, every, max(spec.Errors.SinkTimeout, time.Second), runner.brk, runner, func(ctx context.Context) (sinks.Sink, error) {
+		probeIdle(pctx, every, runner.brk, runner, func(ctx context.Context) (sinks.Sink, error) {
 			return driver.New(ctx, sinkCfg, info)
 		})
 	})
@@ -462,7 +462,7 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 			wm  *sinks.Position
 			err error
 		)
-		err = r.callSink(ctx, func(ctx context.Context) error {
+		err = r.callSink(ctx, callGuard{}, func(ctx context.Context) error {
 			w, wm, err = sink.Open(ctx, partition)
 			return err
 		})
@@ -470,6 +470,12 @@ func claimWriter(r *Runner, sink sinks.Sink) func(context.Context, string) (*sin
 		case err == nil, ctx.Err() == nil:
 			r.brk.claimResult(err)
 			r.sinkCalled(ctx, err)
+		case errors.Is(err, errStillAnswering):
+			// The claim's budget ran out while the sink answered (a
+			// slow path needs more round trips than the budget allows
+			// for a new session): the claim fails, and a replica
+			// whose sink is nearer may take the partition, but the
+			// sink is not down.
 		case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 			// The claim's budget (a third of the ownership expiration)
 			// ran out before the sink answered: that is the sink's

@@ -30,10 +30,11 @@ var ErrOwnershipLost = source.ErrOwnershipLost
 // go to a replica whose sink answers.
 var ErrSinkUnavailable = errors.New("sink unavailable")
 
-// ErrSinkTimeout is matched (errors.Is) by the error of a sink call that
-// did not return within RunnerOptions.SinkTimeout: the sink stopped
-// answering (a half-open connection, a stuck server). Such an error is
-// marked transient (sinks.IsTransient).
+// ErrSinkTimeout is matched (errors.Is) by the error of a sink call whose
+// destination did not answer for RunnerOptions.SinkTimeout (a half-open
+// connection, a stuck server), or that still had not returned at the bound
+// of an answering call. Such an error is marked transient
+// (sinks.IsTransient).
 var ErrSinkTimeout = errors.New("sink call timed out")
 
 // ErrDrainIncomplete is matched (errors.Is) by the error of a partition
@@ -134,11 +135,14 @@ type RunnerOptions struct {
 	// DrainTimeout bounds the final flush and checkpoint after ctx is
 	// cancelled. If zero, 30s.
 	DrainTimeout time.Duration
-	// SinkTimeout, if not zero, bounds each sink call (Open, Write, Flush,
-	// DeadLetter). A call that runs out of it (not out of the partition's
-	// own ctx) fails with an error matching ErrSinkTimeout, marked
-	// transient: it is retried, counted by the circuit breaker and passed
-	// to readiness like any other transient sink failure.
+	// SinkTimeout, if not zero, bounds the silence of each sink call
+	// (Open, Write, Flush, DeadLetter): the time since its destination
+	// last answered (sinks.Progress), or since the call began. A call the
+	// runner ends for it (not the partition's own ctx) fails with an error
+	// matching ErrSinkTimeout, marked transient: it is retried, counted by
+	// the circuit breaker and passed to readiness like any other transient
+	// sink failure. A call that keeps answering is ended at callBound, and
+	// a Flush past SinkTimeout when its lease fails checkLease.
 	SinkTimeout time.Duration
 	// Logger receives the runner's logs; give it the connector's name as an
 	// attribute. If nil, logs are discarded.
@@ -422,7 +426,7 @@ func (r *Runner) openWriter(ctx context.Context, src Partition) (w sinks.Writer,
 			return w, wm, nil
 		}
 	}
-	err = r.retry(ctx, "open sink", heartbeat(src), func(ctx context.Context) error {
+	err = r.retry(ctx, "open sink", callGuard{beat: heartbeat(src)}, func(ctx context.Context) error {
 		w, wm, err = r.opts.Sink.Open(ctx, src.ID())
 		return err
 	})

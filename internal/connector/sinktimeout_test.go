@@ -166,7 +166,7 @@ func TestRunnerSinkOwnDeadlineIsNoAnswer(t *testing.T) {
 	calls := 0
 	var first error
 	stateAtSecond := -1
-	err = r.retry(t.Context(), "flush", nil, func(ctx context.Context) error {
+	err = r.retry(t.Context(), "flush", callGuard{}, func(ctx context.Context) error {
 		calls++
 		if calls == 1 {
 			own, cancel := context.WithTimeout(ctx, time.Millisecond)

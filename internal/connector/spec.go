@@ -207,12 +207,15 @@ type ErrorsSpec struct {
 	DeadLetter DeadLetterSpec `yaml:"dead_letter"`
 	// CircuitBreaker stops the connector from receiving while its sink fails.
 	CircuitBreaker CircuitBreakerSpec `yaml:"circuit_breaker"`
-	// SinkTimeout bounds each sink call (open, write, flush, dead-letter).
-	// A call that runs out of it is a transient sink failure: retried,
-	// counted by the circuit breaker, reported by readiness. It is what
-	// notices a sink that stopped answering without closing the connection
-	// (a half-open connection, a stuck server). Keep it above the slowest
-	// healthy flush. If zero, 15s, or a quarter of
+	// SinkTimeout bounds how long a sink call (open, write, flush,
+	// dead-letter) may go without an answer from its destination (a sink
+	// that does not report answers, sinks.Progress, is measured from the
+	// call's start). A call silent that long is a transient sink failure:
+	// retried, counted by the circuit breaker, reported by readiness. It
+	// is what notices a sink that stopped answering without closing the
+	// connection (a half-open connection, a stuck server), while a slow
+	// one that keeps answering is let finish. Keep it above the longest
+	// silence of a healthy call. If zero, 15s, or a quarter of
 	// load_balancing.ownership_expiration when that is shorter.
 	SinkTimeout time.Duration `yaml:"sink_timeout"`
 }

@@ -68,6 +68,12 @@ func (s *sink) watchFence(ctx context.Context, pid uint32, partition string) (st
 func (s *sink) endOrphans(ctx context.Context, pid uint32, partition string) {
 	ctx, cancel := context.WithTimeout(ctx, fenceCheckTimeout)
 	defer cancel()
+	// The check's session reports to the commit it serves (its dial
+	// takes the commit's sinks.Progress): a server that answers it is
+	// alive, and the lock the commit waits for is freed by the server
+	// (idle_in_transaction_timeout, this check) or by the other writer's
+	// commit, so the commit is not taken for a dead sink's meanwhile. A
+	// path that went dead answers neither.
 	if err := s.queryOrphans(ctx, pid, func(orphan int32, began time.Duration, ended bool) {
 		s.log.Warn("ended a sink session whose client is gone: it held the lock this partition's commit waited for",
 			"partition", partition, "pid", orphan, "its_statement_began", began.String()+" ago", "ended", ended)

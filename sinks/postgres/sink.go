@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,6 +195,15 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 		registerTypes(conn)
 		return nil
 	}
+	// A pooled session reports its traffic to the sink call that holds it.
+	pc.PrepareConn = func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		reportProgress(conn, sinks.Progress(ctx))
+		return true, nil
+	}
+	pc.AfterRelease = func(conn *pgx.Conn) bool {
+		reportProgress(conn, nil)
+		return true
+	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return nil, fmt.Errorf("postgres: connector %q: pool: %w", info.Connector, classify(err))
 	}
@@ -210,7 +220,7 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 // next owner can tell the sink's own orphaned sessions from other
 // clients' (orphans.go). A session parameter the DSN sets is kept.
 func sessionTimeouts(cc *pgx.ConnConfig, c sinkConfig) {
-	cc.DialFunc = netdial.Dialer().DialContext
+	cc.DialFunc = dialWatched
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = netdial.ConnectTimeout
 	}
@@ -228,6 +238,30 @@ func sessionTimeouts(cc *pgx.ConnConfig, c sinkConfig) {
 			continue
 		}
 		cc.RuntimeParams[name] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+}
+
+// dialWatched dials with netdial's socket settings a connection that
+// reports its traffic (sinks.Progress) to the sink call that dialed it, so
+// that the connection's handshake counts as answers; once pooled, the call
+// that acquires it takes over (PrepareConn).
+func dialWatched(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := netdial.Dialer().DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	w := netdial.Watch(c)
+	w.Notify(sinks.Progress(ctx))
+	return w, nil
+}
+
+// reportProgress makes conn's traffic go to fn (nil: nowhere): the
+// errors.sink_timeout of the runner's call then measures the silence
+// between the server's answers, so a slow server is not taken for a dead
+// one.
+func reportProgress(conn *pgx.Conn, fn func()) {
+	if w, ok := netdial.Watched(conn.PgConn().Conn()); ok {
+		w.Notify(fn)
 	}
 }
 
