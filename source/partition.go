@@ -129,7 +129,8 @@ func (p *Partition) ID() string { return p.id }
 // milliseconds (or MinWait): at its deadline the SDK returns what came
 // and everything its prefetch holds (go-amqp's Receiver.Receive hands a
 // prefetched message over before it looks at the context). On a backlog
-// the prefetch holds a full batch and the second call returns at once.
+// (known from the partition's properties) the second call waits for the
+// events the partition holds, up to a full batch.
 func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 	if p.lost.Load() {
 		return nil, p.lostErr(nil)
@@ -180,7 +181,8 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 		return nil, fmt.Errorf("event hub %q partition %s: receive: %w", p.s.hub, p.id, err)
 	}
 	if len(got) == count && count < b.MaxEvents {
-		more, err := p.gather(ctx, deadline, b.MaxEvents-count)
+		held := p.s.heldAfter(p.id, got[len(got)-1].SequenceNumber)
+		more, err := p.gather(ctx, deadline, b.MaxEvents-count, held)
 		if err != nil {
 			return nil, err
 		}
@@ -196,12 +198,20 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 // part of what a commit costs (tens of milliseconds).
 const handOverLinger = 3 * time.Millisecond
 
-// gather returns up to n more events that are there within the linger (or
-// Batch.MinWait), no later than deadline. Its errors are ErrOwnershipLost
-// (the batch is then dropped, as for an interrupted receive); any other
-// failure ends the gathering quietly, and the next Receive meets it.
-func (p *Partition) gather(ctx context.Context, deadline time.Time, n int) ([]*azeventhubs.ReceivedEventData, error) {
+// gather returns up to n more events: those that are there within the
+// linger (or Batch.MinWait), no later than deadline. When the partition
+// is known to hold more (held, after the events in hand, by its last
+// properties read: a backlog), it asks for them and waits for them up to
+// deadline: they exist and are on their way, and a backlog's batches then
+// stay full when the prefetch holds less than a batch (a sink as fast as
+// the source). Its errors are ErrOwnershipLost (the batch is then
+// dropped, as for an interrupted receive); any other failure ends the
+// gathering quietly, and the next Receive meets it.
+func (p *Partition) gather(ctx context.Context, deadline time.Time, n int, held int64) ([]*azeventhubs.ReceivedEventData, error) {
 	end := time.Now().Add(max(handOverLinger, p.s.opts.Batch.MinWait))
+	if held > 0 {
+		n, end = int(min(int64(n), held)), deadline
+	}
 	if deadline.Before(end) {
 		end = deadline
 	}

@@ -66,7 +66,9 @@ func (noOwners) ListOwnership(context.Context, string, string, string, *azeventh
 // SDK's ReceiveEvents, which returns at its count or at its deadline. The
 // first call asks for min_events (1 by default) bounded by max_wait; once
 // it has them, a second call asks for the rest of a batch, bounded by a
-// linger that ends before max_wait does (or min_wait, when longer).
+// linger that ends before max_wait does (or min_wait, when longer), or,
+// when the partition is known to hold more (a backlog), for what it holds
+// up to a batch, bounded by max_wait.
 func TestReceiveAsksForMinEventsThenWhatIsThere(t *testing.T) {
 	lost := &amqp.Error{Condition: amqp.ErrCondStolen, Description: "a new receiver"}
 	tests := []struct {
@@ -77,6 +79,10 @@ func TestReceiveAsksForMinEventsThenWhatIsThere(t *testing.T) {
 		events    int   // handed over
 		err       error // matched with errors.Is
 		longerGap bool  // the second call's deadline is past the linger's (min_wait)
+		// held: the partition's last enqueued sequence number by its last
+		// properties read is this far past the first call's last event
+		// (the scripted events of the first call end at 1000+n-1)
+		held int64
 	}{
 		{name: "default: one event, then what is there",
 			answers: []answer{{events: 1}, {events: 40}}, counts: []int{1, 1999}, events: 41},
@@ -99,6 +105,10 @@ func TestReceiveAsksForMinEventsThenWhatIsThere(t *testing.T) {
 		{name: "min_wait gathers for longer",
 			batch:   Batch{MinWait: 250 * time.Millisecond},
 			answers: []answer{{events: 1}, {events: 3}}, counts: []int{1, 1999}, events: 4, longerGap: true},
+		{name: "a backlog: the second call waits for the events the partition holds, up to max_wait",
+			answers: []answer{{events: 1}, {events: 1999}}, counts: []int{1, 1999}, events: 2000, held: 5000},
+		{name: "the end of a backlog: the second call waits for what the partition holds, no more",
+			answers: []answer{{events: 1}, {events: 700}}, counts: []int{1, 700}, events: 701, held: 700},
 		{name: "ownership lost while gathering: the batch is dropped",
 			answers: []answer{{events: 1}, {err: lost}}, counts: []int{1, 1999}, err: ErrOwnershipLost},
 		{name: "another failure while gathering: what came is handed over",
@@ -112,6 +122,9 @@ func TestReceiveAsksForMinEventsThenWhatIsThere(t *testing.T) {
 			}
 			opts := Options{Settings: Settings{Batch: batch}, Store: noOwners{}}.WithDefaults()
 			s := &Source{opts: opts, log: slog.New(slog.DiscardHandler), hub: "hub"}
+			if tt.held > 0 {
+				s.last = map[string]int64{"0": 1000 + int64(tt.answers[0].events) - 1 + tt.held}
+			}
 			r := &scriptedReceiver{answers: tt.answers}
 			p := &Partition{s: s, id: "0", recv: r}
 			start := time.Now()
@@ -130,11 +143,20 @@ func TestReceiveAsksForMinEventsThenWhatIsThere(t *testing.T) {
 				return
 			}
 			// The first call is bounded by max_wait; the second ends
-			// before it, after the linger, or after min_wait when set.
+			// before it, after the linger, or after min_wait when set, or
+			// with it when the partition holds more.
 			first, second := r.deadlines[0], r.deadlines[1]
-			if first.Before(start.Add(batch.MaxWait)) || !second.Before(first) {
-				t.Errorf("deadlines %v then %v after the start: want max_wait (%v), then one before it",
-					first.Sub(start), second.Sub(start), batch.MaxWait)
+			if first.Before(start.Add(batch.MaxWait)) {
+				t.Errorf("first deadline %v after the start, want max_wait (%v)", first.Sub(start), batch.MaxWait)
+			}
+			if tt.held > 0 {
+				if !second.Equal(first) {
+					t.Errorf("the partition holds %d more: second deadline %v after the start, want max_wait's (%v)", tt.held, second.Sub(start), first.Sub(start))
+				}
+				return
+			}
+			if !second.Before(first) {
+				t.Errorf("deadlines %v then %v after the start: want the second before max_wait's", first.Sub(start), second.Sub(start))
 			}
 			// The linger is counted from the gathering call (before end);
 			// min_wait from the first call's return (after start).
