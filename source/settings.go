@@ -84,11 +84,13 @@ type Batch struct {
 	// waited for: a partition known to hold fewer events (its last
 	// properties read) is handed over at its end.
 	MinEvents int `yaml:"min_events"`
-	// MinWait is how long one Receive keeps gathering after its first
-	// MinEvents came, unless MaxEvents are there first or MaxWait passes:
-	// at most one batch per MinWait per partition, for fewer, larger
-	// commits at low rates. If zero, a batch is handed over once nothing
-	// more is immediately there (a linger of a few milliseconds).
+	// MinWait is how long one Receive keeps gathering live traffic after
+	// its first MinEvents came, unless MaxEvents are there first or
+	// MaxWait passes: at most one batch per MinWait per partition, for
+	// fewer, larger commits at low rates (on a backlog a batch is handed
+	// over once it holds what the partition was known to hold). If zero,
+	// a batch is handed over once nothing more is immediately there (a
+	// linger of a few milliseconds).
 	MinWait time.Duration `yaml:"min_wait"`
 }
 
