@@ -116,10 +116,22 @@ func (p *Partition) beatWhile() (stop func()) {
 func (p *Partition) ID() string { return p.id }
 
 // Receive returns the next events of the partition in sequence-number order:
-// up to MaxEvents, waiting at most MaxWait after the call began (an empty
-// batch is not an error). Once another owner took the partition it returns
-// an error matching ErrOwnershipLost; events of the interrupted call are
-// dropped (the new owner reads them). ctx bounds the call.
+// as soon as Batch.MinEvents (1 by default) are there, with what else is
+// immediately there, up to MaxEvents; else what arrived within MaxWait
+// after the call began (an empty batch is not an error). Once another
+// owner took the partition it returns an error matching ErrOwnershipLost;
+// events of the interrupted call are dropped (the new owner reads them).
+// ctx bounds the call.
+//
+// The SDK's ReceiveEvents returns at its count or at its deadline, so a
+// single call asking for a full batch holds live traffic for MaxWait. A
+// receive is therefore two calls: one for MinEvents, bounded by MaxWait,
+// then one for the rest of a batch, bounded by a linger of a few
+// milliseconds (or MinWait): at its deadline the SDK returns what came
+// and everything its prefetch holds (go-amqp's Receiver.Receive hands a
+// prefetched message over before it looks at the context). On a backlog
+// (known from the partition's properties) the second call waits for the
+// events the partition holds, up to a full batch.
 func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 	if p.lost.Load() {
 		return nil, p.lostErr(nil)
@@ -133,19 +145,20 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 		}
 		p.lastRead = nil
 	}
-	wait, count := p.s.opts.Batch.MaxWait, p.s.opts.Batch.MaxEvents
+	b := p.s.opts.Batch
+	wait, count := b.MaxWait, min(b.MinEvents, b.MaxEvents)
 	switch held := p.heldAfterReceived(); {
 	case p.attaching:
 		wait, count = max(wait, readerAttachWait), 1
 		defer p.beatWhile()()
 	case held > 0 && held < int64(count):
-		// The SDK returns at count events or at the deadline: asking for
-		// a full batch where the partition holds less (the end of a
-		// backlog) would commit its last events MaxWait late. What came
-		// after the properties were read comes with the next call.
+		// Waiting for MinEvents where the partition holds less (the end
+		// of a backlog) would commit its last events MaxWait late. What
+		// came after the properties were read comes with the next call.
 		count = int(held)
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	deadline := time.Now().Add(wait)
+	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	got, err := p.recv.ReceiveEvents(wctx, count, nil)
 	if err == nil {
@@ -168,6 +181,59 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 		}
 		return nil, fmt.Errorf("event hub %q partition %s: receive: %w", p.s.hub, p.id, err)
 	}
+	if len(got) == count && count < b.MaxEvents {
+		held := p.s.heldAfter(p.id, got[len(got)-1].SequenceNumber)
+		more, err := p.gather(ctx, deadline, b.MaxEvents-count, held)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, more...)
+	}
+	return p.events(got), nil
+}
+
+// handOverLinger is how long Receive waits for more events once it holds
+// MinEvents: the events of one send arrive as one transfer frame each,
+// decoded one after another, and the first wakes the receive before the
+// others are queued. A few milliseconds take them all, and are a small
+// part of what a commit costs (tens of milliseconds).
+const handOverLinger = 3 * time.Millisecond
+
+// gather returns up to n more events: those that are there within the
+// linger (or Batch.MinWait), no later than deadline. When the partition
+// is known to hold more (held, after the events in hand, by its last
+// properties read: a backlog), it asks for them and waits for them up to
+// deadline: they exist and are on their way, and a backlog's batches then
+// stay full when the prefetch holds less than a batch (a sink as fast as
+// the source). Its errors are ErrOwnershipLost (the batch is then
+// dropped, as for an interrupted receive); any other failure ends the
+// gathering quietly, and the next Receive meets it.
+func (p *Partition) gather(ctx context.Context, deadline time.Time, n int, held int64) ([]*azeventhubs.ReceivedEventData, error) {
+	end := time.Now().Add(max(handOverLinger, p.s.opts.Batch.MinWait))
+	if held > 0 {
+		n, end = int(min(int64(n), held)), deadline
+	}
+	if deadline.Before(end) {
+		end = deadline
+	}
+	lctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	more, err := p.recv.ReceiveEvents(lctx, n, nil)
+	switch {
+	case err == nil:
+		return more, nil
+	case isOwnershipLost(err):
+		p.markLost(ctx, err)
+		return nil, p.lostErr(err)
+	case lctx.Err() == nil:
+		p.s.log.Debug("partition receive: gathering a batch", "partition", p.id, "err", err)
+	}
+	return nil, nil
+}
+
+// events converts what the SDK received, and records the last sequence
+// number.
+func (p *Partition) events(got []*azeventhubs.ReceivedEventData) []sinks.Event {
 	if len(got) > 0 {
 		p.received, p.seen = got[len(got)-1].SequenceNumber, true
 	}
@@ -186,7 +252,7 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 			events[i].EnqueuedTime = e.EnqueuedTime.UTC()
 		}
 	}
-	return events, nil
+	return events
 }
 
 // Checkpoint records pos, the last event the sink committed, in the

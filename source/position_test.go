@@ -122,6 +122,10 @@ func TestOptionsValidate(t *testing.T) {
 			o.LoadBalancing.OwnershipExpiration = 15 * time.Second
 		}, "load_balancing.ownership_expiration: 15s is less than twice update_interval"},
 		{"max wait too long", func(o *Options) { o.Batch.MaxWait = 2 * time.Minute }, "max_wait"},
+		{"min events above max events", func(o *Options) { o.Batch.MinEvents = 2001 }, "batch.min_events: 2001 exceeds batch.max_events (2000)"},
+		{"negative min events", func(o *Options) { o.Batch.MinEvents = -1 }, "batch.min_events: must be positive"},
+		{"min wait above max wait", func(o *Options) { o.Batch.MinWait = 2 * time.Second }, "batch.min_wait: 2s exceeds batch.max_wait (1s)"},
+		{"negative min wait", func(o *Options) { o.Batch.MinWait = -time.Second }, "batch.min_wait: must be positive"},
 		{"no store", func(o *Options) { o.Store = nil }, "checkpoint store"},
 	}
 	for _, tt := range tests {

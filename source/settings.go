@@ -70,9 +70,28 @@ type Batch struct {
 	// (measured: at 500, flushes and checkpoints cost a quarter more CPU
 	// per event).
 	MaxEvents int `yaml:"max_events"`
-	// MaxWait is the longest one Receive waits for MaxEvents before
-	// handing over what arrived. If zero, 1s.
+	// MaxWait is the longest one Receive waits for MinEvents before
+	// handing over what arrived (an empty batch when nothing did). If
+	// zero, 1s.
 	MaxWait time.Duration `yaml:"max_wait"`
+	// MinEvents is how many events one Receive waits for, up to MaxWait,
+	// before it hands a batch over. If zero, 1: a batch is handed over as
+	// soon as an event is there, with what else is already there (up to
+	// MaxEvents), so that live traffic is committed within milliseconds
+	// and a backlog still comes in full batches. A larger value trades
+	// freshness for fewer, larger commits; MaxEvents waits for full
+	// batches as ehsink did before 2026-12-06. The end of a backlog is not
+	// waited for: a partition known to hold fewer events (its last
+	// properties read) is handed over at its end.
+	MinEvents int `yaml:"min_events"`
+	// MinWait is how long one Receive keeps gathering live traffic after
+	// its first MinEvents came, unless MaxEvents are there first or
+	// MaxWait passes: at most one batch per MinWait per partition, for
+	// fewer, larger commits at low rates (on a backlog a batch is handed
+	// over once it holds what the partition was known to hold). If zero,
+	// a batch is handed over once nothing more is immediately there (a
+	// linger of a few milliseconds).
+	MinWait time.Duration `yaml:"min_wait"`
 }
 
 // LoadBalancing configures the processor's partition ownership.
@@ -106,6 +125,9 @@ func (s Settings) WithDefaults() Settings {
 	}
 	if s.Batch.MaxWait == 0 {
 		s.Batch.MaxWait = defaultMaxWait
+	}
+	if s.Batch.MinEvents == 0 {
+		s.Batch.MinEvents = 1
 	}
 	if s.Prefetch == 0 {
 		s.Prefetch = defaultPrefetch
@@ -159,6 +181,18 @@ func (o Settings) Validate() error {
 	}
 	if o.Batch.MaxWait < 0 {
 		add("batch.max_wait", "must be positive, got %s", o.Batch.MaxWait)
+	}
+	switch {
+	case o.Batch.MinEvents < 0:
+		add("batch.min_events", "must be positive, got %d", o.Batch.MinEvents)
+	case o.Batch.MaxEvents > 0 && o.Batch.MinEvents > o.Batch.MaxEvents:
+		add("batch.min_events", "%d exceeds batch.max_events (%d)", o.Batch.MinEvents, o.Batch.MaxEvents)
+	}
+	switch {
+	case o.Batch.MinWait < 0:
+		add("batch.min_wait", "must be positive, got %s", o.Batch.MinWait)
+	case o.Batch.MaxWait > 0 && o.Batch.MinWait > o.Batch.MaxWait:
+		add("batch.min_wait", "%s exceeds batch.max_wait (%s), which bounds every receive", o.Batch.MinWait, o.Batch.MaxWait)
 	}
 	if o.Prefetch > maxPrefetch {
 		add("prefetch", "%d exceeds %d, the most the Event Hubs SDK prefetches", o.Prefetch, maxPrefetch)

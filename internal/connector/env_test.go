@@ -23,7 +23,7 @@ func TestEnvOverrides(t *testing.T) {
 			"EHSINK_CONNECTORS__1__SOURCE__BATCH__MAX_EVENTS": "42",
 			"EHSINK_CONNECTORS__1__SOURCE__BATCH__MAX_WAIT":   "250ms",
 		}, func(t *testing.T, c *Config) {
-			if b := c.Connectors[1].Source.Batch; b != (source.Batch{MaxEvents: 42, MaxWait: 250 * time.Millisecond}) {
+			if b := c.Connectors[1].Source.Batch; b != (source.Batch{MaxEvents: 42, MaxWait: 250 * time.Millisecond, MinEvents: 1}) {
 				t.Errorf("batch = %+v", b)
 			}
 		}},

@@ -161,7 +161,11 @@ func BenchmarkE2E(b *testing.B) {
 		if n := countRows(b, dsn, "orders"); n != events {
 			b.Fatalf("%s (%s): the table holds %d rows, want %d", mode, bin.name, n, events)
 		}
-		b.Logf("%s → %s (%s): %.0f events/s", bin.name, mode, extra, r.rate())
+		// the transactions that wrote the rows: the batches' size on a
+		// backlog (append: one per flush; upsert keeps a row's last writer)
+		var commits int
+		query(b, dsn, `SELECT count(DISTINCT xmin::text) FROM orders`, &commits)
+		b.Logf("%s → %s (%s): %.0f events/s, %d commits (%.0f rows each)", bin.name, mode, extra, r.rate(), commits, float64(events)/float64(max(commits, 1)))
 		return r
 	}
 	// turns measures run repeat times with each binary, the binaries
