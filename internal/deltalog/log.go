@@ -1,0 +1,191 @@
+package deltalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Dir is the log's folder in a table.
+const Dir = "_delta_log/"
+
+// CommitName is the name of commit version: "a zero-padded 20-digit
+// version number with a .json suffix".
+func CommitName(version int64) string { return fmt.Sprintf("%s%020d.json", Dir, version) }
+
+// CheckpointName is the name of the classic checkpoint of version.
+func CheckpointName(version int64) string {
+	return fmt.Sprintf("%s%020d.checkpoint.parquet", Dir, version)
+}
+
+// lastCheckpointName points readers at the latest checkpoint, so that
+// they need not list the log.
+const lastCheckpointName = Dir + "_last_checkpoint"
+
+// ErrVersionExists is matched by Commit's error when another writer
+// committed that version first.
+var ErrVersionExists = errors.New("version already committed")
+
+// Log is a table's transaction log in a Store. It is safe for concurrent
+// use; the snapshots it returns are the caller's.
+type Log struct {
+	store Store
+}
+
+// New returns the log of the table in store.
+func New(store Store) *Log { return &Log{store: store} }
+
+// Store returns the log's store.
+func (l *Log) Store() Store { return l.store }
+
+// lastCheckpoint is _last_checkpoint's content.
+type lastCheckpoint struct {
+	Version       int64  `json:"version"`
+	Size          int64  `json:"size"`
+	SizeInBytes   int64  `json:"sizeInBytes,omitempty"`
+	NumOfAddFiles *int64 `json:"numOfAddFiles,omitempty"`
+	Parts         *int   `json:"parts,omitempty"`
+}
+
+// Load returns the table's latest snapshot: the latest classic checkpoint
+// (named by _last_checkpoint, or found by listing the log) and the
+// commits after it. A table with no commit gives a snapshot of version -1.
+func (l *Log) Load(ctx context.Context) (*Snapshot, error) {
+	snap := NewSnapshot()
+	cp, found, err := l.findCheckpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		data, err := l.store.Read(ctx, CheckpointName(cp))
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d: %w", cp, err)
+		}
+		if snap, err = DecodeCheckpoint(cp, data); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.Update(ctx, snap); err != nil {
+		return nil, err
+	}
+	if snap.Version < 0 {
+		// No version 0: a table with no commit, unless the log was
+		// cleaned up to a checkpoint of a kind this reader does not take.
+		names, err := l.store.List(ctx, Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if _, ok := parseVersion(n, ".json"); ok {
+				return nil, fmt.Errorf("%s: the log has commits but no version 0 and no classic checkpoint this writer reads (v2 or multi-part checkpoints are not supported)", l.store)
+			}
+		}
+	}
+	return snap, nil
+}
+
+// findCheckpoint returns the version of the latest classic checkpoint:
+// _last_checkpoint's, or the highest found by listing the log when
+// _last_checkpoint is missing or names a multi-part checkpoint.
+func (l *Log) findCheckpoint(ctx context.Context) (int64, bool, error) {
+	data, err := l.store.Read(ctx, lastCheckpointName)
+	switch {
+	case err == nil:
+		var lc lastCheckpoint
+		if err := json.Unmarshal(data, &lc); err == nil && lc.Parts == nil {
+			return lc.Version, true, nil
+		}
+	case !isNotExist(err):
+		return 0, false, err
+	}
+	names, err := l.store.List(ctx, Dir)
+	if err != nil {
+		return 0, false, err
+	}
+	best, found := int64(-1), false
+	for _, n := range names {
+		if v, ok := parseVersion(n, ".checkpoint.parquet"); ok && v > best {
+			best, found = v, true
+		}
+	}
+	return best, found, nil
+}
+
+// parseVersion returns the version of a log file name with suffix.
+func parseVersion(name, suffix string) (int64, bool) {
+	base, ok := strings.CutPrefix(name, Dir)
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(base, suffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(digits, 10, 64)
+	return v, err == nil
+}
+
+// Update applies to snap the commits after its version, reading versions
+// in turn until one is missing (no listing: a commit file, once created,
+// is whole).
+func (l *Log) Update(ctx context.Context, snap *Snapshot) error {
+	for v := snap.Version + 1; ; v++ {
+		data, err := l.store.Read(ctx, CommitName(v))
+		if isNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("commit %d: %w", v, err)
+		}
+		actions, err := Parse(data)
+		if err != nil {
+			return fmt.Errorf("%s: commit %d: %w", l.store, v, err)
+		}
+		if err := snap.Apply(v, actions); err != nil {
+			return fmt.Errorf("%s: commit %d: %w", l.store, v, err)
+		}
+	}
+}
+
+// Commit creates commit version with actions, only if no writer created
+// it before: it then returns an error matching ErrVersionExists, and the
+// caller reads the winner's commit (Update) before deciding what to do.
+func (l *Log) Commit(ctx context.Context, version int64, actions []Action) error {
+	data, err := Encode(actions)
+	if err != nil {
+		return fmt.Errorf("commit %d: %w", version, err)
+	}
+	if err := l.store.Create(ctx, CommitName(version), data); err != nil {
+		if errors.Is(err, ErrExists) {
+			return fmt.Errorf("commit %d: %w", version, ErrVersionExists)
+		}
+		return fmt.Errorf("commit %d: %w", version, err)
+	}
+	return nil
+}
+
+// Checkpoint writes the classic checkpoint of snap (which must be the
+// state of the log at snap.Version) and then points _last_checkpoint at
+// it. A crash between the two leaves _last_checkpoint at an older
+// checkpoint, which is still correct.
+func (l *Log) Checkpoint(ctx context.Context, snap *Snapshot) error {
+	data, n, err := EncodeCheckpoint(snap)
+	if err != nil {
+		return err
+	}
+	if err := l.store.Put(ctx, CheckpointName(snap.Version), data); err != nil {
+		return fmt.Errorf("checkpoint %d: %w", snap.Version, err)
+	}
+	adds := int64(len(snap.Files))
+	lc, err := json.Marshal(lastCheckpoint{Version: snap.Version, Size: n, SizeInBytes: int64(len(data)), NumOfAddFiles: &adds})
+	if err != nil {
+		return err
+	}
+	if err := l.store.Put(ctx, lastCheckpointName, lc); err != nil {
+		return fmt.Errorf("checkpoint %d: _last_checkpoint: %w", snap.Version, err)
+	}
+	return nil
+}
