@@ -1,0 +1,230 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/deltalog"
+	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/sinks"
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.StopSharedAzurite()
+	if code == 0 {
+		// Idle keep-alive connections of the Blob client are the
+		// transport's, not leaks of the sink.
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// wantOnce fails unless partition p holds seq from..to, each once, in
+// order, as a reader replaying the log sees it.
+func wantOnce(t *testing.T, dir, p string, from, to int64) {
+	t.Helper()
+	got := seqsOf(readRows(t, dir))[p]
+	var want []int64
+	for s := from; s <= to; s++ {
+		want = append(want, s)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("partition %s holds %v, want %d..%d once each", p, got, from, to)
+	}
+}
+
+func writeFlush(t *testing.T, w sinks.Writer, evs []sinks.Event) *sinks.Position {
+	t.Helper()
+	if err := w.Write(testCtx(t), evs); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	pos, err := w.Flush(testCtx(t))
+	if err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	return pos
+}
+
+// TestCrashAtEachStep stops a flush at each step of its commit, as a
+// process killed there, starts a new sink on the table and replays from
+// the watermark it reports: every row is in the table once.
+func TestCrashAtEachStep(t *testing.T) {
+	for _, step := range []string{stepDataWritten, stepCommitted} {
+		t.Run(step, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t")
+			s := newTestSink(t, dir, nil)
+			w, _, err := s.Open(testCtx(t), "0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFlush(t, w, sinktest.Events("0", 0, 9))
+			s.setHook(func(st string) error {
+				if st == step {
+					return errors.New("killed")
+				}
+				return nil
+			})
+			if err := w.Write(testCtx(t), sinktest.Events("0", 10, 19)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Flush(testCtx(t)); err == nil {
+				t.Fatal("Flush with a kill at " + step + " succeeded")
+			}
+			// The dead process never closes its writer; its files stay.
+			w2, wm, err := newTestSink(t, dir, nil).Open(testCtx(t), "0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSeq := int64(9)
+			if step == stepCommitted {
+				wantSeq = 19
+			}
+			if wm == nil || wm.SequenceNumber != wantSeq {
+				t.Fatalf("watermark after a kill at %s: %v, want seq %d", step, wm, wantSeq)
+			}
+			if batch := dedupe.After(sinktest.Events("0", 10, 29), wm); len(batch) > 0 {
+				writeFlush(t, w2, batch)
+			}
+			wantOnce(t, dir, "0", 0, 29)
+			if step == stepDataWritten {
+				files, _ := logAdds(t, dir)
+				if n := len(dataFiles(t, dir)); n != len(files)+1 {
+					t.Fatalf("%d data files for %d in the log; want the killed flush's one left unreferenced", n, len(files))
+				}
+			}
+		})
+	}
+}
+
+// TestRacingWriters has two sinks (two processes) commit to one table at
+// once, each for its own partitions: they race for versions, every
+// commit lands once, at contiguous versions.
+func TestRacingWriters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	sinksOf := []*sink{newTestSink(t, dir, nil), newTestSink(t, dir, nil)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i, p := range []string{"0", "1", "2", "3"} {
+		s := sinksOf[i%2]
+		wg.Go(func() {
+			w, _, err := s.Open(context.Background(), p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer w.Close(context.Background())
+			for from := int64(0); from < 100; from += 10 {
+				if err := w.Write(context.Background(), sinktest.Events(p, from, from+9)); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := w.Flush(context.Background()); err != nil {
+					errs <- fmt.Errorf("partition %s: %w", p, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"0", "1", "2", "3"} {
+		wantOnce(t, dir, p, 0, 99)
+	}
+	_, txns := logAdds(t, dir)
+	for _, p := range []string{"0", "1", "2", "3"} {
+		if v := txns[appID(testInfo, p)]; v != 99 {
+			t.Errorf("txn of partition %s: %d, want 99", p, v)
+		}
+	}
+}
+
+// TestStaleOwnerFenced has two owners of one partition flush from the same
+// watermark at once: one commits, the other is fenced and removes its
+// files.
+func TestStaleOwnerFenced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	a, b := newTestSink(t, dir, nil), newTestSink(t, dir, nil)
+	wa, _, _ := a.Open(testCtx(t), "0")
+	wb, _, _ := b.Open(testCtx(t), "0")
+	writeFlush(t, wa, sinktest.Events("0", 0, 9))
+	if err := wb.Write(testCtx(t), sinktest.Events("0", 0, 14)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wb.Flush(testCtx(t)); !errors.Is(err, sinks.ErrFenced) {
+		t.Fatalf("stale owner's Flush: %v, want ErrFenced", err)
+	}
+	wantOnce(t, dir, "0", 0, 9)
+	files, _ := logAdds(t, dir)
+	if n := len(dataFiles(t, dir)); n != len(files) {
+		t.Fatalf("%d data files, %d in the log: the fenced writer left its files", n, len(files))
+	}
+}
+
+// TestCheckpoints commits past two checkpoints, removes the commits the
+// last checkpoint covers (as log cleanup may), and opens the table again:
+// the checkpoint alone carries the files and every partition's txn.
+func TestCheckpoints(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, func(c *sinkConfig) { c.CheckpointInterval = 3 })
+	w0, _, _ := s.Open(testCtx(t), "0")
+	w1, _, _ := s.Open(testCtx(t), "1")
+	for i := int64(0); i < 4; i++ {
+		writeFlush(t, w0, sinktest.Events("0", i*5, i*5+4))
+		writeFlush(t, w1, sinktest.Events("1", i*5, i*5+4))
+	}
+	// Version 0 created the table; 8 commits followed: checkpoints at 3 and 6.
+	for _, v := range []int64{3, 6} {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(deltalog.CheckpointName(v)))); err != nil {
+			t.Fatalf("checkpoint %d: %v", v, err)
+		}
+	}
+	lc, err := os.ReadFile(filepath.Join(dir, "_delta_log", "_last_checkpoint"))
+	if err != nil || !strings.Contains(string(lc), `"version":6`) {
+		t.Fatalf("_last_checkpoint: %s, %v; want version 6", lc, err)
+	}
+	rowsBefore := readRows(t, dir)
+	for v := int64(0); v <= 6; v++ {
+		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(deltalog.CommitName(v)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 := newTestSink(t, dir, nil)
+	for p, want := range map[string]int64{"0": 19, "1": 19} {
+		_, wm, err := s2.Open(testCtx(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wm == nil || wm.SequenceNumber != want {
+			t.Fatalf("partition %s: watermark %v from the checkpoint, want seq %d", p, wm, want)
+		}
+	}
+	snap := s2.current()
+	if len(snap.Files) != 8 || snap.Version != 8 {
+		t.Fatalf("snapshot from the checkpoint: version %d, %d files; want 8 and 8", snap.Version, len(snap.Files))
+	}
+	if len(rowsBefore) != 40 {
+		t.Fatalf("%d rows before, want 40", len(rowsBefore))
+	}
+}

@@ -1,0 +1,109 @@
+package delta
+
+import (
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ehsink/ehsink/internal/deltalog"
+	"github.com/ehsink/ehsink/internal/parquettest"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/sinks/sinktest"
+)
+
+// TestReadersAgree writes a partitioned table from four partitions and
+// has readers nobody here wrote read every live data file the log names:
+// hyparquet (columns by path, as Spark) and DuckDB check every column
+// chunk against the types the mapping promises and read every row; the
+// add actions' statistics are checked against the rows.
+func TestReadersAgree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, func(c *sinkConfig) { c.PartitionBy = []string{"partition"}; c.Compression = "snappy" })
+	for _, p := range []string{"0", "1", "2", "3"} {
+		w, _, err := s.Open(testCtx(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFlush(t, w, sinktest.Events(p, 0, 49))
+		writeFlush(t, w, sinktest.Events(p, 50, 99))
+		w.Close(testCtx(t))
+	}
+	snap, err := deltalog.New(mustLocal(t, dir)).Load(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	var statRows int64
+	for _, a := range snap.SortedFiles() {
+		name, err := url.PathUnescape(a.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(name, "partition="+*a.PartitionValues["partition"]+"/") {
+			t.Errorf("file %s is not in the folder of its partition value %q", name, *a.PartitionValues["partition"])
+		}
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(data)) != a.Size {
+			t.Errorf("file %s: size %d in the log, %d on disk", name, a.Size, len(data))
+		}
+		files[name] = data
+		var st struct {
+			NumRecords int64          `json:"numRecords"`
+			Min        map[string]any `json:"minValues"`
+			Max        map[string]any `json:"maxValues"`
+			Nulls      map[string]any `json:"nullCount"`
+		}
+		if err := json.Unmarshal([]byte(a.Stats), &st); err != nil {
+			t.Fatalf("file %s: stats %q: %v", name, a.Stats, err)
+		}
+		tb, err := parquettest.Read(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(st.NumRecords) != len(tb.Rows) {
+			t.Errorf("file %s: numRecords %d, %d rows", name, st.NumRecords, len(tb.Rows))
+		}
+		statRows += st.NumRecords
+		minSeq, maxSeq := tb.Rows[0]["seq"].(int64), tb.Rows[0]["seq"].(int64)
+		for _, r := range tb.Rows {
+			if _, ok := r["partition"]; ok {
+				t.Fatalf("file %s holds the partition column; Delta keeps it in the log", name)
+			}
+			minSeq, maxSeq = min(minSeq, r["seq"].(int64)), max(maxSeq, r["seq"].(int64))
+		}
+		if st.Min["seq"] != float64(minSeq) || st.Max["seq"] != float64(maxSeq) {
+			t.Errorf("file %s: seq stats %v..%v, rows %d..%d", name, st.Min["seq"], st.Max["seq"], minSeq, maxSeq)
+		}
+		if st.Min["ts"] == nil || st.Max["amount"] == nil || st.Nulls["id"] != float64(0) {
+			t.Errorf("file %s: stats %s lack ts, amount or id", name, a.Stats)
+		}
+	}
+	if statRows != 400 {
+		t.Fatalf("numRecords add up to %d, want 400", statRows)
+	}
+	var dataCols mapping.Columns
+	for _, c := range kitColumns(t) {
+		if c.Name != "partition" {
+			dataCols = append(dataCols, c)
+		}
+	}
+	r := parquettest.CheckWithReaders(t, parquettest.Expect(dataCols), files)
+	if r.Rows != 400 {
+		t.Fatalf("hyparquet and DuckDB read %d rows, want 400", r.Rows)
+	}
+}
+
+func mustLocal(t *testing.T, dir string) *deltalog.LocalStore {
+	t.Helper()
+	st, err := deltalog.NewLocalStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
