@@ -194,7 +194,7 @@ func deltaType(t mapping.Type) (string, error) {
 		}
 		return fmt.Sprintf("decimal(%d,%d)", t.Precision, t.Scale), nil
 	case mapping.KindUUID:
-		return "", errors.New("Delta has no uuid type; map the column as string")
+		return "", errors.New("a Delta table has no uuid type; map the column as string")
 	}
 	return "", fmt.Errorf("type %s has no Delta type", t)
 }

@@ -29,22 +29,28 @@ func TestConformance(t *testing.T) {
 		Committed: func(t *testing.T, partition string) []int64 {
 			return seqsOf(readRows(t, dir(t)))[partition]
 		},
-		BadEvent: func(partition string, seq int64) sinks.Event {
-			e := sinktest.Event(partition, seq)
-			e.Body = []byte(`{"id":"bad","seq":4,"customer":"c","amount":"not a number","ts":"2026-01-02T03:04:05Z"}`)
-			return e
-		},
-		Fencing: true,
-		// The data and the txn are one commit file; the hook fails the
-		// Flush after it is created, as a process killed before it heard
-		// that its commit was made.
-		InterruptCommit: func(t *testing.T, s sinks.Sink) {
-			s.(*sink).setHook(func(step string) error {
-				if step == stepCommitted {
-					return errors.New("injected: killed after the commit file was created")
-				}
-				return nil
-			})
-		},
+		BadEvent:        badEvent,
+		Fencing:         true,
+		InterruptCommit: interruptCommit,
+	})
+}
+
+// badEvent is an event whose amount does not convert to its column.
+func badEvent(partition string, seq int64) sinks.Event {
+	e := sinktest.Event(partition, seq)
+	e.Body = []byte(`{"id":"bad","seq":4,"customer":"c","amount":"not a number","ts":"2026-01-02T03:04:05Z"}`)
+	return e
+}
+
+// interruptCommit arms s to fail its next Flush after the commit file is
+// created, as a process killed before it heard that its commit was made:
+// the data and the txn are one commit file, so there is no instant
+// between them.
+func interruptCommit(t *testing.T, s sinks.Sink) {
+	s.(*sink).setHook(func(step string) error {
+		if step == stepCommitted {
+			return errors.New("injected: killed after the commit file was created")
+		}
+		return nil
 	})
 }
