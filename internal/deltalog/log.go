@@ -41,15 +41,6 @@ func New(store Store) *Log { return &Log{store: store} }
 // Store returns the log's store.
 func (l *Log) Store() Store { return l.store }
 
-// lastCheckpoint is _last_checkpoint's content.
-type lastCheckpoint struct {
-	Version       int64  `json:"version"`
-	Size          int64  `json:"size"`
-	SizeInBytes   int64  `json:"sizeInBytes,omitempty"`
-	NumOfAddFiles *int64 `json:"numOfAddFiles,omitempty"`
-	Parts         *int   `json:"parts,omitempty"`
-}
-
 // Load returns the table's latest snapshot: the latest classic checkpoint
 // (named by _last_checkpoint, or found by listing the log) and the
 // commits after it. A table with no commit gives a snapshot of version -1.
@@ -94,7 +85,7 @@ func (l *Log) findCheckpoint(ctx context.Context) (int64, bool, error) {
 	data, err := l.store.Read(ctx, lastCheckpointName)
 	switch {
 	case err == nil:
-		var lc lastCheckpoint
+		var lc LastCheckpoint
 		if err := json.Unmarshal(data, &lc); err == nil && lc.Parts == nil {
 			return lc.Version, true, nil
 		}
@@ -169,23 +160,48 @@ func (l *Log) Commit(ctx context.Context, version int64, actions []Action) error
 
 // Checkpoint writes the classic checkpoint of snap (which must be the
 // state of the log at snap.Version) and then points _last_checkpoint at
-// it. A crash between the two leaves _last_checkpoint at an older
-// checkpoint, which is still correct.
+// it.
 func (l *Log) Checkpoint(ctx context.Context, snap *Snapshot) error {
+	lc, err := l.WriteCheckpoint(ctx, snap)
+	if err != nil {
+		return err
+	}
+	return l.SetLastCheckpoint(ctx, lc)
+}
+
+// LastCheckpoint is what _last_checkpoint says of a checkpoint.
+type LastCheckpoint struct {
+	Version       int64  `json:"version"`
+	Size          int64  `json:"size"`
+	SizeInBytes   int64  `json:"sizeInBytes,omitempty"`
+	NumOfAddFiles *int64 `json:"numOfAddFiles,omitempty"`
+	Parts         *int   `json:"parts,omitempty"`
+}
+
+// WriteCheckpoint writes the classic checkpoint of snap and returns what
+// SetLastCheckpoint then records. A crash between the two leaves
+// _last_checkpoint at an older checkpoint (or none), which is still
+// correct: readers replay the commits after it.
+func (l *Log) WriteCheckpoint(ctx context.Context, snap *Snapshot) (LastCheckpoint, error) {
 	data, n, err := EncodeCheckpoint(snap)
 	if err != nil {
-		return err
+		return LastCheckpoint{}, err
 	}
 	if err := l.store.Put(ctx, CheckpointName(snap.Version), data); err != nil {
-		return fmt.Errorf("checkpoint %d: %w", snap.Version, err)
+		return LastCheckpoint{}, fmt.Errorf("checkpoint %d: %w", snap.Version, err)
 	}
 	adds := int64(len(snap.Files))
-	lc, err := json.Marshal(lastCheckpoint{Version: snap.Version, Size: n, SizeInBytes: int64(len(data)), NumOfAddFiles: &adds})
+	return LastCheckpoint{Version: snap.Version, Size: n, SizeInBytes: int64(len(data)), NumOfAddFiles: &adds}, nil
+}
+
+// SetLastCheckpoint points _last_checkpoint at a checkpoint.
+func (l *Log) SetLastCheckpoint(ctx context.Context, lc LastCheckpoint) error {
+	data, err := json.Marshal(lc)
 	if err != nil {
 		return err
 	}
-	if err := l.store.Put(ctx, lastCheckpointName, lc); err != nil {
-		return fmt.Errorf("checkpoint %d: _last_checkpoint: %w", snap.Version, err)
+	if err := l.store.Put(ctx, lastCheckpointName, data); err != nil {
+		return fmt.Errorf("checkpoint %d: _last_checkpoint: %w", lc.Version, err)
 	}
 	return nil
 }

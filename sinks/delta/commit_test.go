@@ -68,10 +68,13 @@ func writeFlush(t *testing.T, w sinks.Writer, evs []sinks.Event) *sinks.Position
 // process killed there, starts a new sink on the table and replays from
 // the watermark it reports: every row is in the table once.
 func TestCrashAtEachStep(t *testing.T) {
-	for _, step := range []string{stepDataWritten, stepCommitted} {
+	// Version 0 creates the table, 1 and 2 are the flushes: a checkpoint
+	// every 2 versions makes the second flush write one.
+	every2 := func(c *sinkConfig) { c.CheckpointInterval = 2 }
+	for _, step := range []string{stepDataWritten, stepCommitted, stepCheckpointed} {
 		t.Run(step, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "t")
-			s := newTestSink(t, dir, nil)
+			s := newTestSink(t, dir, every2)
 			w, _, err := s.Open(testCtx(t), "0")
 			if err != nil {
 				t.Fatal(err)
@@ -89,13 +92,23 @@ func TestCrashAtEachStep(t *testing.T) {
 			if _, err := w.Flush(testCtx(t)); err == nil {
 				t.Fatal("Flush with a kill at " + step + " succeeded")
 			}
+			if step == stepCheckpointed {
+				// Killed between the checkpoint and _last_checkpoint: the
+				// next start finds the checkpoint by listing the log.
+				if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(deltalog.CheckpointName(2)))); err != nil {
+					t.Fatalf("checkpoint 2: %v", err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "_delta_log", "_last_checkpoint")); !os.IsNotExist(err) {
+					t.Fatalf("_last_checkpoint after a kill before it: %v", err)
+				}
+			}
 			// The dead process never closes its writer; its files stay.
-			w2, wm, err := newTestSink(t, dir, nil).Open(testCtx(t), "0")
+			w2, wm, err := newTestSink(t, dir, every2).Open(testCtx(t), "0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantSeq := int64(9)
-			if step == stepCommitted {
+			if step != stepDataWritten {
 				wantSeq = 19
 			}
 			if wm == nil || wm.SequenceNumber != wantSeq {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/ehsink/ehsink/internal/backoff"
 	"github.com/ehsink/ehsink/internal/deltalog"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -399,6 +399,9 @@ const maxCommitAttempts = 20
 // The caller holds s.mu.
 func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 	snap := s.snap
+	// Writers of several processes that keep colliding spread out: the
+	// project's one backoff, with full jitter.
+	bo := backoff.Backoff{Initial: 5 * time.Millisecond, Max: time.Second}
 	for attempt := 1; ; attempt++ {
 		var members, later []*commitReq
 		for _, r := range group {
@@ -463,7 +466,7 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 				fail(false, uerr)
 				return
 			}
-			if err := backoff(ctx, attempt); err != nil {
+			if err := wait(ctx, bo.Jittered()); err != nil {
 				fail(false, err)
 				return
 			}
@@ -487,7 +490,12 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 		if iv := int64(s.cfg.CheckpointInterval); version%iv == 0 {
 			// A checkpoint only saves readers the replay: a failed one is
 			// logged, and the next one covers this version too.
-			if err := s.dlog.Checkpoint(ctx, snap); err != nil {
+			if err := s.checkpoint(ctx, snap); err != nil {
+				var injected *stepError
+				if errors.As(err, &injected) {
+					fail(true, err)
+					return
+				}
 				s.log.Warn("delta checkpoint failed", "version", version, "err", err)
 			}
 		}
@@ -498,6 +506,18 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 	}
 }
 
+// checkpoint writes the checkpoint of snap, then _last_checkpoint.
+func (s *sink) checkpoint(ctx context.Context, snap *deltalog.Snapshot) error {
+	lc, err := s.dlog.WriteCheckpoint(ctx, snap)
+	if err != nil {
+		return err
+	}
+	if err := s.step(stepCheckpointed); err != nil {
+		return err
+	}
+	return s.dlog.SetLastCheckpoint(ctx, lc)
+}
+
 func describe(p *sinks.Position) string {
 	if p == nil {
 		return "none"
@@ -505,11 +525,8 @@ func describe(p *sinks.Position) string {
 	return p.String()
 }
 
-// backoff waits before commit attempt n+1: a little longer each time,
-// with jitter, so that writers of several processes stop colliding.
-func backoff(ctx context.Context, n int) error {
-	d := min(time.Duration(n*n)*5*time.Millisecond, time.Second)
-	d = d/2 + rand.N(d/2+1)
+// wait sleeps d, or until ctx is done.
+func wait(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
