@@ -241,3 +241,54 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("%d rows before, want 40", len(rowsBefore))
 	}
 }
+
+// TestGroupedCommits: the flushes of four partitions that wait for the
+// table while a commit is in progress are made in one version, with a
+// txn for each partition.
+func TestGroupedCommits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, nil)
+	queued := make(chan struct{}, 4)
+	s.queued = func() { queued <- struct{}{} }
+	parts := []string{"0", "1", "2", "3"}
+	var ws []sinks.Writer
+	for _, p := range parts {
+		w, _, err := s.Open(testCtx(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(testCtx(t), sinktest.Events(p, 0, 9)); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	// The commit in progress: the test holds the turn until every flush
+	// is queued.
+	s.mu.Lock()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ws))
+	for i, w := range ws {
+		wg.Go(func() { _, errs[i] = w.Flush(context.Background()) })
+	}
+	for range ws {
+		<-queued
+	}
+	s.mu.Unlock()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("partition %s: %v", parts[i], err)
+		}
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "_delta_log", "*.json"))
+	if len(names) != 2 {
+		t.Fatalf("%d versions, want 2 (the table's creation and one commit of the four flushes)", len(names))
+	}
+	_, txns := logAdds(t, dir)
+	for _, p := range parts {
+		if txns[appID(testInfo, p)] != 9 {
+			t.Errorf("partition %s: txn %d, want 9", p, txns[appID(testInfo, p)])
+		}
+		wantOnce(t, dir, p, 0, 9)
+	}
+}

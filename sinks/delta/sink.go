@@ -64,16 +64,18 @@ type sink struct {
 	wopts   []pq.WriterOption
 	now     func() time.Time
 	// hook, when set by a test, is called at each step of a commit and
-	// may fail it there (crash tests).
-	hook func(step string) error
+	// may fail it there (crash tests); queued, when set by a test, is
+	// called once a writer's commit is queued (grouped commits).
+	hook   func(step string) error
+	queued func()
 
 	// mu serializes the commits of the sink's writers (they would
 	// otherwise lose the optimistic race to each other) and guards snap.
 	mu   sync.Mutex
 	snap *deltalog.Snapshot // the newest state of the log this sink has read
-	// qmu guards queued, apart from mu, which the commit in progress holds.
-	qmu    sync.Mutex
-	queued []*commitReq
+	// qmu guards queue, apart from mu, which the commit in progress holds.
+	qmu   sync.Mutex
+	queue []*commitReq
 
 	closed atomic.Bool
 }

@@ -338,13 +338,16 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 	s := w.s
 	req := &commitReq{app: w.app, watermark: w.watermark, pos: pos, adds: w.adds, ambiguous: w.ambiguous, done: make(chan struct{})}
 	s.qmu.Lock()
-	s.queued = append(s.queued, req)
+	s.queue = append(s.queue, req)
 	s.qmu.Unlock()
+	if s.queued != nil {
+		s.queued()
+	}
 	s.mu.Lock()
 	for !req.finished() {
 		s.qmu.Lock()
-		group := s.queued
-		s.queued = nil
+		group := s.queue
+		s.queue = nil
 		s.qmu.Unlock()
 		s.commitGroup(ctx, group)
 	}
@@ -422,7 +425,7 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 		}
 		if len(later) > 0 {
 			s.qmu.Lock()
-			s.queued = append(later, s.queued...)
+			s.queue = append(later, s.queue...)
 			s.qmu.Unlock()
 		}
 		if len(members) == 0 {
