@@ -73,6 +73,10 @@ type sink struct {
 	// otherwise lose the optimistic race to each other) and guards snap.
 	mu   sync.Mutex
 	snap *deltalog.Snapshot // the newest state of the log this sink has read
+	// checked is the table metadata the columns were last checked
+	// against (checkTable); a commit after another engine changed it
+	// checks again.
+	checked *deltalog.Metadata
 	// qmu guards queue, apart from mu, which the commit in progress holds.
 	qmu   sync.Mutex
 	queue []*commitReq
@@ -126,6 +130,7 @@ func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink,
 	if err := s.checkTable(s.snap); err != nil {
 		return fail(err)
 	}
+	s.checked = s.snap.Metadata
 	return s, nil
 }
 

@@ -140,3 +140,40 @@ func TestProtocolUpgradedMidRun(t *testing.T) {
 	}
 	wantOnce(t, dir, "0", 0, 4)
 }
+
+// TestSchemaChangedMidRun: another engine changes a column's type between
+// two flushes; the next commit is refused, naming the column.
+func TestSchemaChangedMidRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, nil)
+	w, _, _ := s.Open(testCtx(t), "0")
+	writeFlush(t, w, sinktest.Events("0", 0, 4))
+	l := deltalog.New(mustLocal(t, dir))
+	snap, err := l.Load(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, err := deltalog.ParseSchema(snap.Metadata.SchemaString)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fields {
+		if f.Name == "amount" {
+			fields[i] = deltalog.PrimitiveField("amount", "double", true)
+		}
+	}
+	m := *snap.Metadata
+	if m.SchemaString, err = deltalog.SchemaString(fields); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Commit(testCtx(t), snap.Version+1, []deltalog.Action{{MetaData: &m}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(testCtx(t), sinktest.Events("0", 5, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = w.Flush(testCtx(t)); err == nil || !strings.Contains(err.Error(), "column amount") {
+		t.Fatalf("Flush after the schema change: %v, want an error naming column amount", err)
+	}
+	wantOnce(t, dir, "0", 0, 4)
+}

@@ -443,6 +443,15 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 			fail(false, fmt.Errorf("version %d: %w", snap.Version, err))
 			return
 		}
+		// Another engine may have changed the schema or the partitioning:
+		// files written for the old one may not fit the new one.
+		if snap.Metadata != s.checked {
+			if err := s.checkTable(snap); err != nil {
+				fail(false, fmt.Errorf("version %d changed the table: %w", snap.Version, err))
+				return
+			}
+			s.checked = snap.Metadata
+		}
 		now := s.now().UnixMilli()
 		var actions []deltalog.Action
 		var rows int
