@@ -240,7 +240,7 @@ func storeCases(t *testing.T, st Store) {
 		t.Fatal(err)
 	}
 	names, err := st.List(ctx(t), Dir)
-	if err != nil || len(names) != 1 || names[0] != CommitName(0) {
+	if err != nil || len(names) != 1 || names[0].Name != CommitName(0) || names[0].Size != 1 || names[0].ModTime.IsZero() {
 		t.Fatalf("List(%s) = %v, %v", Dir, names, err)
 	}
 	if err := st.Remove(ctx(t), "x/y.parquet"); err != nil {
@@ -279,4 +279,20 @@ func TestBlobStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeCases(t, NewBlobStore(client, name, "lake/t"))
+}
+
+func TestParseInterval(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"interval 30 days": 30 * 24 * time.Hour, "INTERVAL 1 week": 7 * 24 * time.Hour,
+		"interval 12 hours": 12 * time.Hour, "interval 0 seconds": 0, "interval 5 minute": 5 * time.Minute,
+	} {
+		if got, err := ParseInterval(in); err != nil || got != want {
+			t.Errorf("ParseInterval(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"30 days", "interval -1 days", "interval 3 fortnights", "interval x days", ""} {
+		if _, err := ParseInterval(in); err == nil {
+			t.Errorf("ParseInterval(%q) succeeded", in)
+		}
+	}
 }

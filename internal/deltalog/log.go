@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Dir is the log's folder in a table.
@@ -70,7 +71,7 @@ func (l *Log) Load(ctx context.Context) (*Snapshot, error) {
 			return nil, err
 		}
 		for _, n := range names {
-			if _, ok := parseVersion(n, ".json"); ok {
+			if _, ok := parseVersion(n.Name, ".json"); ok {
 				return nil, fmt.Errorf("%s: the log has commits but no version 0 and no classic checkpoint this writer reads (v2 or multi-part checkpoints are not supported)", l.store)
 			}
 		}
@@ -98,7 +99,7 @@ func (l *Log) findCheckpoint(ctx context.Context) (int64, bool, error) {
 	}
 	best, found := int64(-1), false
 	for _, n := range names {
-		if v, ok := parseVersion(n, ".checkpoint.parquet"); ok && v > best {
+		if v, ok := parseVersion(n.Name, ".checkpoint.parquet"); ok && v > best {
 			best, found = v, true
 		}
 	}
@@ -204,4 +205,81 @@ func (l *Log) SetLastCheckpoint(ctx context.Context, lc LastCheckpoint) error {
 		return fmt.Errorf("checkpoint %d: _last_checkpoint: %w", lc.Version, err)
 	}
 	return nil
+}
+
+// DefaultLogRetention is how long log entries are kept when the table
+// does not set delta.logRetentionDuration ("interval 30 days").
+const DefaultLogRetention = 30 * 24 * time.Hour
+
+// LogRetention returns the table's delta.logRetentionDuration.
+func LogRetention(m *Metadata) (time.Duration, error) {
+	v, ok := m.Configuration["delta.logRetentionDuration"]
+	if !ok {
+		return DefaultLogRetention, nil
+	}
+	return ParseInterval(v)
+}
+
+// ParseInterval parses a table property's interval: "interval 30 days",
+// "interval 12 hours" (units: week, day, hour, minute, second, and their
+// plurals).
+func ParseInterval(v string) (time.Duration, error) {
+	f := strings.Fields(strings.ToLower(v))
+	if len(f) == 3 && f[0] == "interval" {
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		unit := map[string]time.Duration{"week": 7 * 24 * time.Hour, "day": 24 * time.Hour, "hour": time.Hour,
+			"minute": time.Minute, "second": time.Second}[strings.TrimSuffix(f[2], "s")]
+		if err == nil && n >= 0 && unit > 0 {
+			return time.Duration(n) * unit, nil
+		}
+	}
+	return 0, fmt.Errorf("interval %q: want such as \"interval 30 days\"", v)
+}
+
+// Cleanup removes the log entries a newer checkpoint makes unneeded and
+// the retention lets go ("Metadata Cleanup"): it finds the newest commit
+// older than now - retention, the newest checkpoint at or before that
+// commit, and removes the commit files, checkpoints and checksum files
+// of the versions before that checkpoint. Readers of the latest state
+// start at a checkpoint at least that new; time travel to versions older
+// than the retention is what it gives up. It returns how many files it
+// removed.
+func (l *Log) Cleanup(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
+	files, err := l.store.List(ctx, Dir)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := now.Add(-retention)
+	cutCommit := int64(-1)
+	var checkpoints []int64
+	for _, f := range files {
+		if v, ok := parseVersion(f.Name, ".json"); ok && !f.ModTime.After(cutoff) && v > cutCommit {
+			cutCommit = v
+		}
+		if v, ok := parseVersion(f.Name, ".checkpoint.parquet"); ok {
+			checkpoints = append(checkpoints, v)
+		}
+	}
+	keep := int64(-1)
+	for _, v := range checkpoints {
+		if v <= cutCommit && v > keep {
+			keep = v
+		}
+	}
+	removed := 0
+	for _, f := range files {
+		base, ok := strings.CutPrefix(f.Name, Dir)
+		if !ok || len(base) < 21 || base[20] != '.' {
+			continue // _last_checkpoint, or not a versioned file
+		}
+		v, err := strconv.ParseInt(base[:20], 10, 64)
+		if err != nil || v >= keep {
+			continue
+		}
+		if err := l.store.Remove(ctx, f.Name); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
 }

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"time"
 )
 
 // Store holds a table's files: the log under _delta_log/ and the data
 // files. Names are slash-separated paths relative to the table's root. A
 // Store is safe for concurrent use.
 type Store interface {
-	// List returns the names under prefix, sorted.
-	List(ctx context.Context, prefix string) ([]string, error)
+	// List returns the files whose names start with prefix, sorted by
+	// name.
+	List(ctx context.Context, prefix string) ([]File, error)
 	// Read returns a file whole; a missing one is an error matching
 	// fs.ErrNotExist.
 	Read(ctx context.Context, name string) ([]byte, error)
@@ -28,6 +30,13 @@ type Store interface {
 	Remove(ctx context.Context, name string) error
 	// String describes the store, without secrets.
 	String() string
+}
+
+// File is a file found by Store.List.
+type File struct {
+	Name    string
+	Size    int64
+	ModTime time.Time
 }
 
 // ErrExists is matched by Store.Create's error when the name existed.

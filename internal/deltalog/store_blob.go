@@ -43,9 +43,9 @@ func NewBlobStore(client *container.Client, containerName, dir string) *BlobStor
 func (s *BlobStore) String() string { return s.desc }
 
 // List lists the blobs under prefix; the service returns them sorted.
-func (s *BlobStore) List(ctx context.Context, prefix string) ([]string, error) {
+func (s *BlobStore) List(ctx context.Context, prefix string) ([]File, error) {
 	full := s.prefix + prefix
-	var out []string
+	var out []File
 	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -53,9 +53,19 @@ func (s *BlobStore) List(ctx context.Context, prefix string) ([]string, error) {
 			return nil, fmt.Errorf("%s: list %s: %w", s, prefix, transient(err))
 		}
 		for _, b := range page.Segment.BlobItems {
-			if b.Name != nil {
-				out = append(out, strings.TrimPrefix(*b.Name, s.prefix))
+			if b.Name == nil {
+				continue
 			}
+			f := File{Name: strings.TrimPrefix(*b.Name, s.prefix)}
+			if p := b.Properties; p != nil {
+				if p.ContentLength != nil {
+					f.Size = *p.ContentLength
+				}
+				if p.LastModified != nil {
+					f.ModTime = *p.LastModified
+				}
+			}
+			out = append(out, f)
 		}
 	}
 	return out, nil

@@ -40,12 +40,12 @@ const tempPrefix = ".ehsink-tmp-"
 
 // List walks the folder of prefix (and below) for names starting with
 // prefix.
-func (s *LocalStore) List(_ context.Context, prefix string) ([]string, error) {
+func (s *LocalStore) List(_ context.Context, prefix string) ([]File, error) {
 	dir := path.Dir(prefix)
 	if strings.HasSuffix(prefix, "/") {
 		dir = strings.TrimSuffix(prefix, "/")
 	}
-	var out []string
+	var out []File
 	err := filepath.WalkDir(s.path(dir), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if isNotExist(err) {
@@ -61,14 +61,21 @@ func (s *LocalStore) List(_ context.Context, prefix string) ([]string, error) {
 			return err
 		}
 		if name := filepath.ToSlash(rel); strings.HasPrefix(name, prefix) {
-			out = append(out, name)
+			info, err := d.Info()
+			if err != nil {
+				if isNotExist(err) {
+					return nil // removed since the folder was read
+				}
+				return err
+			}
+			out = append(out, File{Name: name, Size: info.Size(), ModTime: info.ModTime()})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: list %s: %w", s, prefix, err)
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

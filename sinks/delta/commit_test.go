@@ -292,3 +292,44 @@ func TestGroupedCommits(t *testing.T) {
 		wantOnce(t, dir, p, 0, 9)
 	}
 }
+
+// TestLogCleanup: with delta.logRetentionDuration of 0, each checkpoint
+// lets the entries before it go; a table that does not set it keeps them
+// (30 days). The cleaned table opens from its checkpoint with every
+// partition's txn and file.
+func TestLogCleanup(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		props     map[string]string
+		wantFirst int64 // the oldest commit file left
+	}{
+		{"retention 0", map[string]string{"delta.logRetentionDuration": "interval 0 seconds"}, 6},
+		{"default retention", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t")
+			edit := func(c *sinkConfig) { c.CheckpointInterval, c.Properties = 3, tc.props }
+			s := newTestSink(t, dir, edit)
+			w, _, _ := s.Open(testCtx(t), "0")
+			for i := int64(0); i < 8; i++ {
+				writeFlush(t, w, sinktest.Events("0", i*5, i*5+4))
+			}
+			names, _ := filepath.Glob(filepath.Join(dir, "_delta_log", "*.json"))
+			if len(names) == 0 || filepath.Base(names[0]) != fmt.Sprintf("%020d.json", tc.wantFirst) {
+				t.Fatalf("oldest commit file %v, want version %d", names, tc.wantFirst)
+			}
+			cps, _ := filepath.Glob(filepath.Join(dir, "_delta_log", "*.checkpoint.parquet"))
+			if tc.wantFirst > 0 && len(cps) != 1 {
+				t.Fatalf("checkpoints %v, want the one at 6", cps)
+			}
+			_, wm, err := newTestSink(t, dir, edit).Open(testCtx(t), "0")
+			if err != nil || wm == nil || wm.SequenceNumber != 39 {
+				t.Fatalf("reopened: watermark %v, %v; want seq 39", wm, err)
+			}
+			snap, err := deltalog.New(mustLocal(t, dir)).Load(testCtx(t))
+			if err != nil || len(snap.Files) != 8 {
+				t.Fatalf("loaded %v files, %v; want 8", len(snap.Files), err)
+			}
+		})
+	}
+}

@@ -36,7 +36,9 @@
 // another engine upgraded to features this writer does not know is not
 // written. Every checkpoint_interval versions (10) the committing writer
 // writes a classic checkpoint (<version>.checkpoint.parquet) and
-// _last_checkpoint, so that readers do not replay the whole log.
+// _last_checkpoint, so that readers do not replay the whole log, and
+// removes the log entries the checkpoint covers once they are older than
+// the table's delta.logRetentionDuration (30 days unless set).
 //
 // # Existing tables
 //

@@ -246,6 +246,9 @@ func (s *sink) checkTable(snap *deltalog.Snapshot) error {
 	if !slices.Equal(m.PartitionColumns, s.cfg.PartitionBy) && !(len(m.PartitionColumns) == 0 && len(s.cfg.PartitionBy) == 0) {
 		return fmt.Errorf("the table is partitioned by [%s], partition_by says [%s]", strings.Join(m.PartitionColumns, ", "), strings.Join(s.cfg.PartitionBy, ", "))
 	}
+	if _, err := deltalog.LogRetention(m); err != nil {
+		return fmt.Errorf("delta.logRetentionDuration: %w", err)
+	}
 	if v, ok := m.Configuration["delta.setTransactionRetentionDuration"]; ok {
 		// A snapshot then drops the txn of a partition idle for that long,
 		// and its next owner would write again what the table holds.

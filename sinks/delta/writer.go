@@ -527,7 +527,18 @@ func (s *sink) checkpoint(ctx context.Context, snap *deltalog.Snapshot) error {
 	if err := s.step(stepCheckpointed); err != nil {
 		return err
 	}
-	return s.dlog.SetLastCheckpoint(ctx, lc)
+	if err := s.dlog.SetLastCheckpoint(ctx, lc); err != nil {
+		return err
+	}
+	// The log stays small: the entries the checkpoint covers go once
+	// the table's delta.logRetentionDuration has passed (checkTable
+	// checked that it parses).
+	retention, _ := deltalog.LogRetention(snap.Metadata)
+	n, err := s.dlog.Cleanup(ctx, s.now(), retention)
+	if n > 0 {
+		s.log.Info("delta log cleaned up", "removed", n, "retention", retention)
+	}
+	return err
 }
 
 func describe(p *sinks.Position) string {
