@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	pq "github.com/parquet-go/parquet-go"
 )
@@ -68,11 +70,17 @@ type checkpointProtocol struct {
 	WriterFeatures   []string `parquet:"writerFeatures,optional,list"`
 }
 
+// DefaultTombstoneRetention is how long a remove tombstone is kept when
+// the table does not set delta.deletedFileRetentionDuration ("interval 1
+// week").
+const DefaultTombstoneRetention = 7 * 24 * time.Hour
+
 // EncodeCheckpoint returns the classic checkpoint of s and how many
-// actions (rows) it holds. Partition values must not be null: a
+// actions (rows) it holds. Remove tombstones younger than the table's
+// delta.deletedFileRetentionDuration at now are kept. Partition values must not be null: a
 // checkpoint keeps them as a map of strings (the sink's partition columns
 // are not nullable).
-func EncodeCheckpoint(s *Snapshot) ([]byte, int64, error) {
+func EncodeCheckpoint(s *Snapshot, now time.Time) ([]byte, int64, error) {
 	if s.Protocol == nil || s.Metadata == nil {
 		return nil, 0, errors.New("checkpoint: the snapshot has no protocol or metaData")
 	}
@@ -97,6 +105,22 @@ func EncodeCheckpoint(s *Snapshot) ([]byte, int64, error) {
 		}
 		rows = append(rows, checkpointRow{Add: &checkpointAdd{Path: a.Path, PartitionValues: pv, Size: a.Size,
 			ModificationTime: a.ModificationTime, DataChange: false, Stats: optString(a.Stats)}})
+	}
+	keep := DefaultTombstoneRetention
+	if v, ok := m.Configuration["delta.deletedFileRetentionDuration"]; ok {
+		d, err := ParseInterval(v)
+		if err != nil {
+			return nil, 0, fmt.Errorf("checkpoint: delta.deletedFileRetentionDuration: %w", err)
+		}
+		keep = d
+	}
+	paths := slices.Sorted(maps.Keys(s.Tombstones))
+	for _, p := range paths {
+		r := s.Tombstones[p]
+		if r.DeletionTimestamp != nil && time.UnixMilli(*r.DeletionTimestamp).Before(now.Add(-keep)) {
+			continue // expired
+		}
+		rows = append(rows, checkpointRow{Remove: &checkpointRemove{Path: r.Path, DeletionTimestamp: r.DeletionTimestamp, DataChange: false}})
 	}
 	var b bytes.Buffer
 	// A new writer per checkpoint: parquet-go v0.32.0's Reset drops
@@ -163,7 +187,10 @@ func (s *Snapshot) applyCheckpointRow(row checkpointRow) error {
 		s.Files[canonicalPath(a.Path)] = &Add{Path: a.Path, PartitionValues: pv, Size: a.Size,
 			ModificationTime: a.ModificationTime, DataChange: a.DataChange, Stats: deref(a.Stats)}
 	}
-	// remove rows are tombstones kept for VACUUM; no live file has them.
+	if row.Remove != nil {
+		r := row.Remove
+		s.Tombstones[canonicalPath(r.Path)] = &Remove{Path: r.Path, DeletionTimestamp: r.DeletionTimestamp, DataChange: r.DataChange}
+	}
 	return nil
 }
 

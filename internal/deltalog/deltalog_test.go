@@ -181,7 +181,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if err := s.Apply(1, []Action{{Txn: &Txn{AppID: "b", Version: 3}}, {Add: &Add{Path: "p=y/f2.parquet", PartitionValues: map[string]*string{"p": str("y")}, Size: 5, DataChange: true}}}); err != nil {
 		t.Fatal(err)
 	}
-	data, n, err := EncodeCheckpoint(s)
+	data, n, err := EncodeCheckpoint(s, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,9 +161,9 @@ func (l *Log) Commit(ctx context.Context, version int64, actions []Action) error
 
 // Checkpoint writes the classic checkpoint of snap (which must be the
 // state of the log at snap.Version) and then points _last_checkpoint at
-// it.
-func (l *Log) Checkpoint(ctx context.Context, snap *Snapshot) error {
-	lc, err := l.WriteCheckpoint(ctx, snap)
+// it; now decides which remove tombstones have expired.
+func (l *Log) Checkpoint(ctx context.Context, snap *Snapshot, now time.Time) error {
+	lc, err := l.WriteCheckpoint(ctx, snap, now)
 	if err != nil {
 		return err
 	}
@@ -183,8 +183,8 @@ type LastCheckpoint struct {
 // SetLastCheckpoint then records. A crash between the two leaves
 // _last_checkpoint at an older checkpoint (or none), which is still
 // correct: readers replay the commits after it.
-func (l *Log) WriteCheckpoint(ctx context.Context, snap *Snapshot) (LastCheckpoint, error) {
-	data, n, err := EncodeCheckpoint(snap)
+func (l *Log) WriteCheckpoint(ctx context.Context, snap *Snapshot, now time.Time) (LastCheckpoint, error) {
+	data, n, err := EncodeCheckpoint(snap, now)
 	if err != nil {
 		return LastCheckpoint{}, err
 	}

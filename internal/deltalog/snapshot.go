@@ -20,13 +20,17 @@ type Snapshot struct {
 	// Files are the live data files by path ("the add action of a path
 	// that a later remove removes is no longer live").
 	Files map[string]*Add
+	// Tombstones are the removed files by path: a checkpoint keeps them
+	// until they expire, so that VACUUM keeps the files older versions
+	// still read.
+	Tombstones map[string]*Remove
 	// Txns are the latest txn of each appId.
 	Txns map[string]Txn
 }
 
 // NewSnapshot returns the state of a table with no commit.
 func NewSnapshot() *Snapshot {
-	return &Snapshot{Version: -1, Files: map[string]*Add{}, Txns: map[string]Txn{}}
+	return &Snapshot{Version: -1, Files: map[string]*Add{}, Tombstones: map[string]*Remove{}, Txns: map[string]Txn{}}
 }
 
 // Clone returns a copy whose maps the caller may change.
@@ -35,6 +39,10 @@ func (s *Snapshot) Clone() *Snapshot {
 	c.Files = make(map[string]*Add, len(s.Files))
 	for k, v := range s.Files {
 		c.Files[k] = v
+	}
+	c.Tombstones = make(map[string]*Remove, len(s.Tombstones))
+	for k, v := range s.Tombstones {
+		c.Tombstones[k] = v
 	}
 	c.Txns = make(map[string]Txn, len(s.Txns))
 	for k, v := range s.Txns {
@@ -65,9 +73,13 @@ func (s *Snapshot) Apply(version int64, actions []Action) error {
 			m := *a.MetaData
 			s.Metadata = &m
 		case a.Add != nil:
-			s.Files[canonicalPath(a.Add.Path)] = a.Add
+			p := canonicalPath(a.Add.Path)
+			s.Files[p] = a.Add
+			delete(s.Tombstones, p)
 		case a.Remove != nil:
-			delete(s.Files, canonicalPath(a.Remove.Path))
+			p := canonicalPath(a.Remove.Path)
+			delete(s.Files, p)
+			s.Tombstones[p] = a.Remove
 		case a.Txn != nil:
 			s.Txns[a.Txn.AppID] = *a.Txn
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -128,16 +129,28 @@ func TestReadSparkCheckpoint(t *testing.T) {
 	if err := s.Apply(13, []Action{{Txn: &Txn{AppID: "ehsink/x", Version: 5}}, {Add: &Add{Path: "region=eu/p2.parquet", PartitionValues: map[string]*string{"region": str("eu")}}}}); err != nil {
 		t.Fatal(err)
 	}
-	data, _, err := EncodeCheckpoint(s)
-	if err != nil {
-		t.Fatal(err)
+	if len(s.Tombstones) != 1 {
+		t.Fatalf("tombstones %v, want the removed file", s.Tombstones)
 	}
-	again, err := DecodeCheckpoint(13, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(again.Files) != 3 || len(again.Txns) != 2 {
-		t.Fatalf("re-checkpointed: %d files, %d txns; want 3 and 2", len(again.Files), len(again.Txns))
+	// A tombstone stays in the checkpoints for the table's
+	// deletedFileRetentionDuration (a week here), then expires.
+	removedAt := time.UnixMilli(1767322700000)
+	for _, tc := range []struct {
+		now        time.Time
+		tombstones int
+	}{{removedAt.Add(time.Hour), 1}, {removedAt.Add(8 * 24 * time.Hour), 0}} {
+		data, _, err := EncodeCheckpoint(s, tc.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := DecodeCheckpoint(13, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again.Files) != 3 || len(again.Txns) != 2 || len(again.Tombstones) != tc.tombstones {
+			t.Fatalf("re-checkpointed at %s: %d files, %d txns, %d tombstones; want 3, 2 and %d",
+				tc.now, len(again.Files), len(again.Txns), len(again.Tombstones), tc.tombstones)
+		}
 	}
 }
 
@@ -149,7 +162,7 @@ func TestCheckpointReadByArrow(t *testing.T) {
 	if err := s.Apply(0, sampleCommit()); err != nil {
 		t.Fatal(err)
 	}
-	data, n, err := EncodeCheckpoint(s)
+	data, n, err := EncodeCheckpoint(s, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -332,4 +333,44 @@ func TestLogCleanup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVacuumRemovesOrphans: the data file of a flush killed before its
+// commit is removed when a sink starts after orphan_age; files a commit
+// took, and files of other writers, stay.
+func TestVacuumRemovesOrphans(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, nil)
+	w, _, _ := s.Open(testCtx(t), "0")
+	writeFlush(t, w, sinktest.Events("0", 0, 9))
+	s.setHook(func(st string) error {
+		if st == stepDataWritten {
+			return errors.New("killed")
+		}
+		return nil
+	})
+	if err := w.Write(testCtx(t), sinktest.Events("0", 10, 19)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Flush(testCtx(t)); err == nil {
+		t.Fatal("Flush with a kill succeeded")
+	}
+	foreign := filepath.Join(dir, "part-00000-0b5c1c2e-spark-c000.snappy.parquet")
+	if err := os.WriteFile(foreign, []byte("not ours"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(dataFiles(t, dir)); n != 3 {
+		t.Fatalf("%d data files before, want 3 (committed, orphan, foreign)", n)
+	}
+	newTestSink(t, dir, nil) // orphan_age 1h: the orphan may be a commit in flight
+	if n := len(dataFiles(t, dir)); n != 3 {
+		t.Fatalf("%d data files after a start within orphan_age, want 3", n)
+	}
+	newTestSink(t, dir, func(c *sinkConfig) { c.OrphanAge = time.Nanosecond })
+	files, _ := logAdds(t, dir)
+	got := dataFiles(t, dir)
+	if len(got) != 2 || !slices.Contains(got, files[0]) || !slices.Contains(got, filepath.Base(foreign)) {
+		t.Fatalf("data files after vacuum %v, want the committed %s and the foreign one", got, files[0])
+	}
+	wantOnce(t, dir, "0", 0, 9)
 }

@@ -49,6 +49,10 @@ type sinkConfig struct {
 	// CheckpointInterval is how many commits apart the sink writes a
 	// checkpoint of the log. If zero, 10 (Delta's own default).
 	CheckpointInterval int `yaml:"checkpoint_interval"`
+	// OrphanAge is how old a data file of this connector that no commit
+	// took must be before the sink removes it when it starts; younger
+	// ones may belong to a commit in flight. If zero, 1h.
+	OrphanAge time.Duration `yaml:"orphan_age"`
 	// MaxRows commits the rows gathered for a partition once there are at
 	// least this many. If zero, 500,000.
 	MaxRows int64 `yaml:"max_rows"`
@@ -76,6 +80,7 @@ const (
 	defaultMaxBytes           = 64 * config.MiB
 	defaultMaxAge             = time.Minute
 	defaultCheckpointInterval = 10
+	defaultOrphanAge          = time.Hour
 )
 
 func newConfig() *sinkConfig {
@@ -90,6 +95,9 @@ func (c *sinkConfig) withDefaults() {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = defaultCheckpointInterval
+	}
+	if c.OrphanAge == 0 {
+		c.OrphanAge = defaultOrphanAge
 	}
 	if c.MaxRows == 0 {
 		c.MaxRows = defaultMaxRows
@@ -162,7 +170,7 @@ func (c *sinkConfig) Validate() error {
 		fe("compression", fmt.Errorf("unknown compression %q (want zstd or snappy)", cc.Compression))
 	}
 	for field, neg := range map[string]bool{"max_rows": cc.MaxRows < 0, "max_bytes": cc.MaxBytes < 0,
-		"max_age": cc.MaxAge < 0, "checkpoint_interval": cc.CheckpointInterval < 0} {
+		"max_age": cc.MaxAge < 0, "checkpoint_interval": cc.CheckpointInterval < 0, "orphan_age": cc.OrphanAge < 0} {
 		if neg {
 			fe(field, errors.New("must not be negative"))
 		}

@@ -40,6 +40,11 @@
 // removes the log entries the checkpoint covers once they are older than
 // the table's delta.logRetentionDuration (30 days unless set).
 //
+// Data files are named part-<tag>-<uuid>, the tag a hash of the
+// connector's stream. When the sink starts, it removes the files of its
+// tag that no version adds and no tombstone keeps, older than orphan_age:
+// those of a flush killed before its commit.
+//
 // # Existing tables
 //
 // A table made by another engine is appended to when the columns fit its

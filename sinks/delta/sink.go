@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ type sink struct {
 	partIdx []int
 	schema  *pq.Schema
 	wopts   []pq.WriterOption
+	tag     string // names the connector's data files (fileTag)
 	now     func() time.Time
 	// hook, when set by a test, is called at each step of a commit and
 	// may fail it there (crash tests); queued, when set by a test, is
@@ -131,6 +133,10 @@ func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink,
 		return fail(err)
 	}
 	s.checked = s.snap.Metadata
+	s.tag = fileTag(info)
+	if err := s.vacuum(ctx, s.snap); err != nil {
+		return fail(fmt.Errorf("vacuum: %w", err))
+	}
 	return s, nil
 }
 
@@ -310,10 +316,47 @@ func appID(info sinks.Info, partition string) string {
 	return strings.Join([]string{"ehsink", info.Connector, info.Namespace, info.EventHub, info.ConsumerGroup, partition}, "/")
 }
 
-// fileTag names a partition's data files: a short hash of its appId.
-func fileTag(app string) string {
-	h := sha256.Sum256([]byte(app))
-	return hex.EncodeToString(h[:4])
+// fileTag names a connector's data files: a short hash of the stream it
+// reads (connector, namespace, event hub, consumer group), so that the
+// sink removes only its own orphans (vacuum).
+func fileTag(info sinks.Info) string {
+	h := sha256.Sum256([]byte(appID(info, "")))
+	return hex.EncodeToString(h[:6])
+}
+
+// vacuum removes the data files of this connector that no version adds
+// and no tombstone keeps, older than orphan_age: those of a flush that
+// died before its commit (younger ones may belong to a commit in
+// flight, of this replica or another). It lists the whole table, so it
+// runs once, when the sink starts.
+func (s *sink) vacuum(ctx context.Context, snap *deltalog.Snapshot) error {
+	files, err := s.store.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	prefix := "part-" + s.tag + "-"
+	cutoff := s.now().Add(-s.cfg.OrphanAge)
+	removed := 0
+	for _, f := range files {
+		base := path.Base(f.Name)
+		if strings.HasPrefix(f.Name, deltalog.Dir) || !strings.HasPrefix(base, prefix) || f.ModTime.After(cutoff) {
+			continue
+		}
+		if _, live := snap.Files[f.Name]; live {
+			continue
+		}
+		if _, kept := snap.Tombstones[f.Name]; kept {
+			continue
+		}
+		if err := s.store.Remove(ctx, f.Name); err != nil {
+			return err
+		}
+		removed++
+	}
+	if removed > 0 {
+		s.log.Info("removed data files no commit took", "files", removed, "older_than", s.cfg.OrphanAge)
+	}
+	return nil
 }
 
 // current returns the newest state of the log the sink has read.
@@ -351,7 +394,6 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: table %s: %w", s.info.Connector, partition, s.cfg.Table, err)
 	}
 	w := &writer{s: s, partition: partition, app: appID(s.info, partition), log: s.log.With("partition", partition)}
-	w.tag = fileTag(w.app)
 	if ok {
 		w.watermark = &sinks.Position{SequenceNumber: v}
 	}

@@ -28,7 +28,6 @@ type writer struct {
 	log       *slog.Logger
 	partition string
 	app       string // the partition's txn appId
-	tag       string // names its data files
 	// watermark is the partition's txn version as this writer last saw it
 	// (at Open, then its own commits): the fence of its next commit.
 	watermark *sinks.Position
@@ -307,7 +306,7 @@ func (w *writer) writeFiles(ctx context.Context) error {
 		if err := f.pw.Close(); err != nil {
 			return fmt.Errorf("data file: %w", err)
 		}
-		name := dataFileName(f.dir, w.tag, w.s.cfg.Compression)
+		name := dataFileName(f.dir, w.s.tag, w.s.cfg.Compression)
 		if err := w.s.store.Put(ctx, name, f.buf.Bytes()); err != nil {
 			w.removeFiles(ctx, adds)
 			return fmt.Errorf("data file %s: %w", name, err)
@@ -520,7 +519,7 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 
 // checkpoint writes the checkpoint of snap, then _last_checkpoint.
 func (s *sink) checkpoint(ctx context.Context, snap *deltalog.Snapshot) error {
-	lc, err := s.dlog.WriteCheckpoint(ctx, snap)
+	lc, err := s.dlog.WriteCheckpoint(ctx, snap, s.now())
 	if err != nil {
 		return err
 	}
