@@ -3,6 +3,7 @@ package delta
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -66,10 +67,17 @@ type sinkConfig struct {
 	MaxAge time.Duration `yaml:"max_age"`
 }
 
-// blobConfig says which Blob container holds the table.
+// blobConfig says which Blob container holds the table, reached with a
+// connection string or with an account URL and Entra ID.
 type blobConfig struct {
-	// Connection is a storage connection string. Required.
+	// Connection is a storage connection string. Required unless
+	// AccountURL is set.
 	Connection secret.String `yaml:"connection"`
+	// AccountURL is the account's Blob endpoint,
+	// https://ACCOUNT.blob.core.windows.net, reached with Entra ID
+	// (azidentity.DefaultAzureCredential: a managed identity, workload
+	// identity, environment or Azure CLI login), instead of Connection.
+	AccountURL string `yaml:"account_url"`
 	// Container holds the table; it must exist. Required.
 	Container string `yaml:"container"`
 }
@@ -155,10 +163,19 @@ func (c *sinkConfig) Validate() error {
 		fe("partition_by", errors.New("every column is a partition column; a data file needs one that is not"))
 	}
 	if cc.Blob != nil {
-		if cc.Blob.Connection == "" {
-			fe("blob.connection", errors.New("required"))
-		} else if err := connstr.Storage(cc.Blob.Connection.Reveal()); err != nil {
-			fe("blob.connection", err)
+		switch b := cc.Blob; {
+		case b.Connection == "" && b.AccountURL == "":
+			fe("blob.connection", errors.New("required, or blob.account_url"))
+		case b.Connection != "" && b.AccountURL != "":
+			fe("blob.account_url", errors.New("set either connection or account_url, not both"))
+		case b.Connection != "":
+			if err := connstr.Storage(b.Connection.Reveal()); err != nil {
+				fe("blob.connection", err)
+			}
+		default:
+			if u, err := url.Parse(b.AccountURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+				fe("blob.account_url", errors.New("want the account's Blob endpoint, https://ACCOUNT.blob.core.windows.net"))
+			}
 		}
 		if cc.Blob.Container == "" {
 			fe("blob.container", errors.New("required"))
