@@ -2,6 +2,7 @@ package delta
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -106,4 +107,35 @@ func mustLocal(t *testing.T, dir string) *deltalog.LocalStore {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// TestDuckDBReadsCheckpoint has DuckDB read a checkpoint the sink wrote
+// (a Parquet file of actions, found by column names): the protocol, the
+// partition columns, every partition's txn and every live file.
+func TestDuckDBReadsCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, func(c *sinkConfig) { c.CheckpointInterval = 4; c.PartitionBy = []string{"partition"} })
+	for i := int64(0); i < 2; i++ {
+		for _, p := range []string{"0", "1"} {
+			w, _, err := s.Open(testCtx(t), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFlush(t, w, sinktest.Events(p, i*10, i*10+9))
+			w.Close(testCtx(t))
+		}
+	}
+	cp := filepath.Join(dir, filepath.FromSlash(deltalog.CheckpointName(4)))
+	rows := parquettest.DuckDB(t, fmt.Sprintf(`SELECT count(add)::INTEGER AS adds, sum(CASE WHEN add.stats IS NOT NULL THEN 1 ELSE 0 END)::INTEGER AS stats,
+		any_value(protocol.minReaderVersion) AS r, any_value(protocol.minWriterVersion) AS w,
+		any_value(metaData.partitionColumns)[1] AS pc,
+		string_agg(txn.appId || '=' || txn.version::VARCHAR, ',' ORDER BY txn.appId) AS txns
+		FROM read_parquet('%s')`, cp))
+	want := map[string]any{"adds": float64(4), "stats": float64(4), "r": float64(1), "w": float64(2), "pc": "partition",
+		"txns": appID(testInfo, "0") + "=19," + appID(testInfo, "1") + "=19"}
+	for k, v := range want {
+		if len(rows) != 1 || rows[0][k] != v {
+			t.Fatalf("DuckDB read the checkpoint as %v; want %s = %v", rows, k, v)
+		}
+	}
 }
