@@ -36,7 +36,9 @@ type sinkConfig struct {
 	Explode mapping.Path `yaml:"explode,omitempty"`
 	// PartitionBy are the partition columns of a table the sink creates,
 	// in order: columns of the mapping, not nullable, of type string,
-	// int32, int64 or boolean. An existing table must have the same.
+	// int32, int64 or boolean; or day(COLUMN) of a timestamp column (not
+	// nullable), a Delta date column COLUMN_date holding its UTC day. An
+	// existing table must have the same.
 	PartitionBy []string `yaml:"partition_by,omitempty"`
 	// CreateTable creates the table when its folder holds no Delta log.
 	// If false, a missing table is an error. Default true.
@@ -140,26 +142,25 @@ func (c *sinkConfig) Validate() error {
 		}
 	}
 	seen := map[string]bool{}
+	identity := 0
 	for i, p := range cc.PartitionBy {
 		field := fmt.Sprintf("partition_by[%d]", i)
-		j := cc.Columns.Index(p)
+		ps, err := parsePartition(p, cc.Columns)
 		switch {
-		case seen[p]:
-			fe(field, fmt.Errorf("%q is listed twice", p))
-		case j < 0:
-			fe(field, fmt.Errorf("%q is not one of the columns", p))
-		case cc.Columns[j].Nullable:
-			fe(field, fmt.Errorf("column %q is nullable; a partition column is not", p))
-		default:
-			switch cc.Columns[j].Type.Kind {
-			case mapping.KindString, mapping.KindInt32, mapping.KindInt64, mapping.KindBoolean:
-			default:
-				fe(field, fmt.Errorf("column %q is %s; a partition column is string, int32, int64 or boolean", p, cc.Columns[j].Type))
-			}
+		case err != nil:
+			fe(field, err)
+		case seen[ps.name]:
+			fe(field, fmt.Errorf("%q is listed twice", ps.name))
+		case ps.day && cc.Columns.Index(ps.name) >= 0:
+			fe(field, fmt.Errorf("%s is also a column of the mapping", ps.name))
+		case !ps.day:
+			identity++
 		}
-		seen[p] = true
+		if err == nil {
+			seen[ps.name] = true
+		}
 	}
-	if len(cc.PartitionBy) > 0 && len(cc.PartitionBy) == len(cc.Columns) {
+	if identity > 0 && identity == len(cc.Columns) {
 		fe("partition_by", errors.New("every column is a partition column; a data file needs one that is not"))
 	}
 	if cc.Blob != nil {
@@ -193,6 +194,43 @@ func (c *sinkConfig) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// partitionSpec is one entry of partition_by.
+type partitionSpec struct {
+	name string // the partition column's name in the table
+	col  int    // the mapping column it comes from
+	day  bool   // day(col): the UTC date of a timestamp, a Delta date
+}
+
+// parsePartition parses a partition_by entry: a column of cols, or
+// day(COLUMN) of a timestamp column.
+func parsePartition(p string, cols mapping.Columns) (partitionSpec, error) {
+	if inner, ok := strings.CutPrefix(p, "day("); ok && strings.HasSuffix(inner, ")") {
+		name := strings.TrimSuffix(inner, ")")
+		j := cols.Index(name)
+		switch {
+		case j < 0:
+			return partitionSpec{}, fmt.Errorf("%q is not one of the columns", name)
+		case cols[j].Type.Kind != mapping.KindTimestamp:
+			return partitionSpec{}, fmt.Errorf("day() takes a timestamp column; %q is %s", name, cols[j].Type)
+		case cols[j].Nullable:
+			return partitionSpec{}, fmt.Errorf("column %q is nullable; a partition column is not", name)
+		}
+		return partitionSpec{name: name + "_date", col: j, day: true}, nil
+	}
+	j := cols.Index(p)
+	switch {
+	case j < 0:
+		return partitionSpec{}, fmt.Errorf("%q is not one of the columns (or day(COLUMN))", p)
+	case cols[j].Nullable:
+		return partitionSpec{}, fmt.Errorf("column %q is nullable; a partition column is not", p)
+	}
+	switch cols[j].Type.Kind {
+	case mapping.KindString, mapping.KindInt32, mapping.KindInt64, mapping.KindBoolean:
+		return partitionSpec{name: p, col: j}, nil
+	}
+	return partitionSpec{}, fmt.Errorf("column %q is %s; a partition column is string, int32, int64 or boolean (or day() of a timestamp)", p, cols[j].Type)
 }
 
 // deltaType is the Delta schema type of a column type. A timestamp is

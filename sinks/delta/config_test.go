@@ -41,6 +41,11 @@ func TestValidate(t *testing.T) {
 			c.Columns[3].Nullable = false
 			c.PartitionBy = []string{"d"}
 		}, "partition_by[0]"},
+		{"day of a string", func(c *sinkConfig) { c.PartitionBy = []string{"day(part)"} }, "partition_by[0]"},
+		{"day of a nullable timestamp", func(c *sinkConfig) {
+			c.Columns = append(c.Columns, col("ts", "$.ts", "timestamp"))
+			c.PartitionBy = []string{"day(ts)"}
+		}, "partition_by[0]"},
 		{"compression", func(c *sinkConfig) { c.Compression = "lz4" }, "compression"},
 		{"negative", func(c *sinkConfig) { c.CheckpointInterval = -1 }, "checkpoint_interval"},
 		{"blob without credentials", func(c *sinkConfig) { c.Blob = &blobConfig{Container: "lake"} }, "blob.connection"},

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,5 +138,39 @@ func TestDuckDBReadsCheckpoint(t *testing.T) {
 		if len(rows) != 1 || rows[0][k] != v {
 			t.Fatalf("DuckDB read the checkpoint as %v; want %s = %v", rows, k, v)
 		}
+	}
+}
+
+// TestDayPartition partitions by a column and by the UTC day of a
+// timestamp: the day is a Delta date column of the table, in the folders
+// and the add actions, and the timestamp stays in the files.
+func TestDayPartition(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, func(c *sinkConfig) {
+		c.Columns[5].Nullable = false // ts
+		c.PartitionBy = []string{"partition", "day(ts)"}
+	})
+	w, _, err := s.Open(testCtx(t), "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFlush(t, w, sinktest.Events("3", 0, 9))
+	snap := s.current()
+	if !slices.Equal(snap.Metadata.PartitionColumns, []string{"partition", "ts_date"}) || !strings.Contains(snap.Metadata.SchemaString, `{"name":"ts_date","type":"date","nullable":false`) {
+		t.Fatalf("metadata %+v", snap.Metadata)
+	}
+	files := snap.SortedFiles()
+	if len(files) != 1 || !strings.HasPrefix(files[0].Path, "partition=3/ts_date=2026-01-02/") || *files[0].PartitionValues["ts_date"] != "2026-01-02" {
+		t.Fatalf("files %+v", files[0])
+	}
+	rows := readRows(t, dir)
+	if len(rows) != 10 || rows[0]["ts"] == nil {
+		t.Fatalf("rows %v: want 10 with ts", rows)
+	}
+	// A reader that takes partition values from the folders, as Hive
+	// layouts are read, sees the date.
+	got := parquettest.DuckDB(t, fmt.Sprintf(`SELECT count(*)::INTEGER AS n, any_value(ts_date)::VARCHAR AS d FROM read_parquet('%s/*/*/*.parquet', hive_partitioning = true)`, dir))
+	if len(got) != 1 || got[0]["n"] != float64(10) || got[0]["d"] != "2026-01-02" {
+		t.Fatalf("DuckDB: %v", got)
 	}
 }

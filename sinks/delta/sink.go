@@ -60,7 +60,7 @@ type sink struct {
 	mapper  *mapping.Mapper
 	data    *parquetfile.RowMapper
 	dataIdx []int
-	partIdx []int
+	parts   []partitionSpec
 	schema  *pq.Schema
 	wopts   []pq.WriterOption
 	tag     string // names the connector's data files (fileTag)
@@ -179,17 +179,22 @@ func (s *sink) compile() error {
 		return fmt.Errorf("columns: %w", err)
 	}
 	s.mapper = m
+	for _, p := range c.PartitionBy {
+		ps, err := parsePartition(p, c.Columns)
+		if err != nil {
+			return fmt.Errorf("partition_by: %w", err)
+		}
+		s.parts = append(s.parts, ps)
+	}
 	var dataCols mapping.Columns
 	for i, col := range c.Columns {
-		if slices.Contains(c.PartitionBy, col.Name) {
-			continue
+		if slices.ContainsFunc(s.parts, func(p partitionSpec) bool { return !p.day && p.col == i }) {
+			continue // Delta keeps an identity partition column in the log, not in the files
 		}
 		dataCols = append(dataCols, col)
 		s.dataIdx = append(s.dataIdx, i)
 	}
-	for _, p := range c.PartitionBy {
-		s.partIdx = append(s.partIdx, c.Columns.Index(p))
-	}
+
 	if s.data, err = parquetfile.NewRowMapper(dataCols, mapping.Path{}); err != nil {
 		return fmt.Errorf("columns: %w", err)
 	}
@@ -214,6 +219,11 @@ func (s *sink) fields() []deltalog.StructField {
 		t, _ := deltaType(col.Type) // checked by Validate
 		out = append(out, deltalog.PrimitiveField(col.Name, t, col.Nullable))
 	}
+	for _, p := range s.parts {
+		if p.day {
+			out = append(out, deltalog.PrimitiveField(p.name, "date", false))
+		}
+	}
 	return out
 }
 
@@ -233,7 +243,7 @@ func (s *sink) createTable(ctx context.Context) error {
 	actions := []deltalog.Action{
 		{Protocol: &deltalog.Protocol{MinReaderVersion: deltalog.ReaderVersion, MinWriterVersion: deltalog.WriterVersion}},
 		{MetaData: &deltalog.Metadata{ID: uuid.NewString(), Format: deltalog.Format{Provider: "parquet", Options: map[string]string{}},
-			SchemaString: schema, PartitionColumns: append([]string{}, s.cfg.PartitionBy...), Configuration: conf, CreatedTime: &created}},
+			SchemaString: schema, PartitionColumns: s.partitionColumns(), Configuration: conf, CreatedTime: &created}},
 		{CommitInfo: s.commitInfo("CREATE TABLE", nil)},
 	}
 	err = s.dlog.Commit(ctx, 0, actions)
@@ -260,8 +270,8 @@ func (s *sink) checkTable(snap *deltalog.Snapshot) error {
 	if m.Format.Provider != "" && m.Format.Provider != "parquet" {
 		return fmt.Errorf("data format %q, want parquet", m.Format.Provider)
 	}
-	if !slices.Equal(m.PartitionColumns, s.cfg.PartitionBy) && !(len(m.PartitionColumns) == 0 && len(s.cfg.PartitionBy) == 0) {
-		return fmt.Errorf("the table is partitioned by [%s], partition_by says [%s]", strings.Join(m.PartitionColumns, ", "), strings.Join(s.cfg.PartitionBy, ", "))
+	if mine := s.partitionColumns(); !slices.Equal(m.PartitionColumns, mine) && !(len(m.PartitionColumns) == 0 && len(mine) == 0) {
+		return fmt.Errorf("the table is partitioned by [%s], partition_by says [%s]", strings.Join(m.PartitionColumns, ", "), strings.Join(mine, ", "))
 	}
 	if _, err := deltalog.LogRetention(m); err != nil {
 		return fmt.Errorf("delta.logRetentionDuration: %w", err)
@@ -298,6 +308,15 @@ func (s *sink) checkTable(snap *deltalog.Snapshot) error {
 		}
 	}
 	return nil
+}
+
+// partitionColumns are the table's partition columns, by partition_by.
+func (s *sink) partitionColumns() []string {
+	out := []string{}
+	for _, p := range s.parts {
+		out = append(out, p.name)
+	}
+	return out
 }
 
 func typeOf(f deltalog.StructField) string {

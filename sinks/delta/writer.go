@@ -183,8 +183,8 @@ func valueSize(v any) int64 {
 // vals, starting it if needed.
 func (w *writer) file(vals []any) *dataFile {
 	dir := ""
-	for _, i := range w.s.partIdx {
-		dir += partitionDir(w.s.cfg.Columns[i].Name, partitionValue(vals[i]))
+	for _, p := range w.s.parts {
+		dir += partitionDir(p.name, p.value(vals))
 	}
 	for _, f := range w.files {
 		if f.dir == dir {
@@ -192,9 +192,9 @@ func (w *writer) file(vals []any) *dataFile {
 		}
 	}
 	f := &dataFile{dir: dir, values: map[string]*string{}}
-	for _, i := range w.s.partIdx {
-		v := partitionValue(vals[i])
-		f.values[w.s.cfg.Columns[i].Name] = &v
+	for _, p := range w.s.parts {
+		v := p.value(vals)
+		f.values[p.name] = &v
 	}
 	for _, i := range w.s.dataIdx {
 		f.stats = append(f.stats, newColStats(w.s.cfg.Columns[i]))
@@ -207,11 +207,14 @@ func (w *writer) file(vals []any) *dataFile {
 	return f
 }
 
-// partitionValue is the serialized partition value of a non-null value of
-// a partition column (string, int32, int64 or boolean): "Partition Value
-// Serialization" of the protocol.
-func partitionValue(v any) string {
+// value is the serialized partition value of a mapped row (partition
+// columns are not nullable): "Partition Value Serialization" of the
+// protocol, a date as YYYY-MM-DD.
+func (p partitionSpec) value(vals []any) string {
+	v := vals[p.col]
 	switch x := v.(type) {
+	case time.Time:
+		return x.UTC().Format(time.DateOnly)
 	case string:
 		return x
 	case int32:
