@@ -3,6 +3,8 @@ package deltalog
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/testenv"
@@ -294,5 +298,31 @@ func TestParseInterval(t *testing.T) {
 		if _, err := ParseInterval(in); err == nil {
 			t.Errorf("ParseInterval(%q) succeeded", in)
 		}
+	}
+}
+
+// answer412 is a Blob service that refuses every upload as Azure refuses a
+// create-only upload of an existing blob: 412 ConditionNotMet (Azurite
+// answers 409 BlobAlreadyExists, which TestBlobStore meets).
+type answer412 struct{}
+
+func (answer412) Do(req *http.Request) (*http.Response, error) {
+	h := http.Header{}
+	h.Set("x-ms-error-code", "ConditionNotMet")
+	return &http.Response{StatusCode: http.StatusPreconditionFailed, Status: "412 The condition specified using HTTP conditional header(s) is not met.",
+		Header: h, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+}
+
+func TestBlobCreate412IsALostRace(t *testing.T) {
+	opts := &container.ClientOptions{}
+	opts.Transport = answer412{}
+	opts.Retry.MaxRetries = -1
+	client, err := container.NewClientWithNoCredential("https://acct.blob.core.windows.net/lake", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = NewBlobStore(client, "lake", "t").Create(ctx(t), CommitName(3), []byte("{}"))
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("Create answered 412: %v, want ErrExists", err)
 	}
 }
