@@ -40,6 +40,10 @@ type sinkConfig struct {
 	// nullable), a Delta date column COLUMN_date holding its UTC day. An
 	// existing table must have the same.
 	PartitionBy []string `yaml:"partition_by,omitempty"`
+	// DeadLetterTable is the folder of the table that the events the sink
+	// cannot write go to (created if missing), committed before the data
+	// of the same flush. If empty, Table + "_dead_letters".
+	DeadLetterTable string `yaml:"dead_letter_table"`
 	// CreateTable creates the table when its folder holds no Delta log.
 	// If false, a missing table is an error. Default true.
 	CreateTable bool `yaml:"create_table"`
@@ -67,6 +71,18 @@ type sinkConfig struct {
 	// taken, so that a quiet partition still commits and checkpoints. If
 	// zero, 1m.
 	MaxAge time.Duration `yaml:"max_age"`
+
+	// letters says this is the config of a dead-letter table's sink,
+	// which has no dead-letter table of its own.
+	letters bool
+}
+
+// deadLetterTable is the dead-letter table's folder.
+func (c *sinkConfig) deadLetterTable() string {
+	if c.DeadLetterTable != "" {
+		return c.DeadLetterTable
+	}
+	return strings.TrimRight(c.Table, "/") + "_dead_letters"
 }
 
 // blobConfig says which Blob container holds the table, reached with a
@@ -131,6 +147,9 @@ func (c *sinkConfig) Validate() error {
 		fe("table", errors.New("required (a directory, or with blob the folder in the container)"))
 	} else if cc.Blob != nil && (strings.Contains(cc.Table, "..") || path.IsAbs(cc.Table) && strings.Trim(cc.Table, "/") == "") {
 		fe("table", errors.New("want a folder of the container"))
+	}
+	if cc.DeadLetterTable != "" && cc.Table != "" && path.Clean(cc.DeadLetterTable) == path.Clean(cc.Table) {
+		fe("dead_letter_table", errors.New("is the table"))
 	}
 	if err := errors.Join(cc.Columns.Validate(), mapping.Options{Explode: cc.Explode}.Validate(cc.Columns)); err != nil {
 		errs = append(errs, &sinks.FieldError{Field: "columns", Err: err})

@@ -56,7 +56,10 @@
 //
 // # Dead letters
 //
-// Events that do not map are returned by Write in a [*sinks.BatchError];
-// the writer is not a [sinks.DeadLetterer], so the runner stores them on
-// its own dead-letter path before the flush.
+// The writer is a [sinks.DeadLetterer]: the letters of a flush go to the
+// Delta table dead_letter_table (the table's folder + "_dead_letters"
+// unless set), committed before the data with the partition's txn in that
+// table. A flush replayed after a failure between the two commits skips
+// the letters that txn covers, and a stale owner is fenced by either
+// table, so each letter is stored once.
 package delta

@@ -83,6 +83,9 @@ type sink struct {
 	qmu   sync.Mutex
 	queue []*commitReq
 
+	// dl is the dead-letter table's sink; nil in that sink itself.
+	dl *sink
+
 	closed atomic.Bool
 }
 
@@ -136,6 +139,16 @@ func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink,
 	s.tag = fileTag(info)
 	if err := s.vacuum(ctx, s.snap); err != nil {
 		return fail(fmt.Errorf("vacuum: %w", err))
+	}
+	if !c.letters {
+		dc := c
+		dc.Table, dc.DeadLetterTable, dc.Explode, dc.PartitionBy, dc.Properties, dc.letters = c.deadLetterTable(), "", mapping.Path{}, nil, nil, true
+		if dc.Columns, err = deadLetterColumns(); err != nil {
+			return fail(err)
+		}
+		if s.dl, err = newDeltaSink(ctx, &dc, info); err != nil {
+			return fail(fmt.Errorf("dead-letter table: %w", err))
+		}
 	}
 	return s, nil
 }
@@ -398,8 +411,11 @@ func (s *sink) current() *deltalog.Snapshot {
 
 // Close releases nothing the writers share but marks the sink closed.
 // Writers must be closed first. Close is idempotent.
-func (s *sink) Close(context.Context) error {
+func (s *sink) Close(ctx context.Context) error {
 	s.closed.Store(true)
+	if s.dl != nil {
+		return s.dl.Close(ctx)
+	}
 	return nil
 }
 
@@ -424,6 +440,13 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 		return nil, nil, fmt.Errorf("connector %q partition %s: open: table %s: %w", s.info.Connector, partition, s.cfg.Table, err)
 	}
 	w := &writer{s: s, partition: partition, app: appID(s.info, partition), log: s.log.With("partition", partition)}
+	if s.dl != nil {
+		dw, _, err := s.dl.Open(ctx, partition)
+		if err != nil {
+			return nil, nil, err
+		}
+		w.dl = dw.(*writer)
+	}
 	if ok {
 		w.watermark = &sinks.Position{SequenceNumber: v}
 	}

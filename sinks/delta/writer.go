@@ -47,13 +47,17 @@ type writer struct {
 	adds      []deltalog.Add
 	ambiguous bool
 	closed    bool
+	// dl is the partition's writer of the dead-letter table; nil in that
+	// table's own writers.
+	dl *writer
 	// scratch, reused across Writes
 	vals, dvals []any
 }
 
 var (
-	_ sinks.Writer  = (*writer)(nil)
-	_ sinks.Batcher = (*writer)(nil)
+	_ sinks.Writer       = (*writer)(nil)
+	_ sinks.Batcher      = (*writer)(nil)
+	_ sinks.DeadLetterer = (*writer)(nil)
 )
 
 // dataFile is one data file of the open commit: the rows of one set of
@@ -278,6 +282,16 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 		return nil, fmt.Errorf("connector %q partition %s seq %d..%d: table %s: %w", w.s.info.Connector, w.partition, w.first, w.last, w.s.cfg.Table, err)
 	}
 	pos := &sinks.Position{SequenceNumber: w.last, Offset: w.lastOff}
+	if w.dl != nil && w.dl.open {
+		// The letters first: a failure after them replays the flush,
+		// whose letters their table's txn then covers.
+		if _, err := w.dl.Flush(ctx); err != nil {
+			if errors.Is(err, sinks.ErrFenced) {
+				w.discard(ctx)
+			}
+			return fail(fmt.Errorf("dead letters: %w", err))
+		}
+	}
 	if !w.written {
 		if err := w.writeFiles(ctx); err != nil {
 			return fail(err)
@@ -570,6 +584,9 @@ func (w *writer) Close(ctx context.Context) error {
 	}
 	w.closed = true
 	w.discard(ctx)
+	if w.dl != nil {
+		return w.dl.Close(ctx)
+	}
 	return nil
 }
 
