@@ -1,7 +1,6 @@
 package delta
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -109,35 +108,7 @@ func TestBlobConformance(t *testing.T) {
 // answers 412): both must read it as a lost race and commit next.
 func TestBlobRace(t *testing.T) {
 	b := newBlobTable(t)
-	sinksOf := []*sink{b.sink(t), b.sink(t)}
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i, p := range []string{"0", "1", "2", "3"} {
-		s := sinksOf[i%2]
-		wg.Go(func() {
-			w, _, err := s.Open(context.Background(), p)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer w.Close(context.Background())
-			for from := int64(0); from < 50; from += 10 {
-				if err := w.Write(context.Background(), sinktest.Events(p, from, from+9)); err != nil {
-					errs <- err
-					return
-				}
-				if _, err := w.Flush(context.Background()); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	raceFlushes(t, []*sink{b.sink(t), b.sink(t)}, 50)
 	dir := b.download(t)
 	for _, p := range []string{"0", "1", "2", "3"} {
 		wantOnce(t, dir, p, 0, 49)

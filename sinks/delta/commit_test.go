@@ -134,35 +134,7 @@ func TestCrashAtEachStep(t *testing.T) {
 // commit lands once, at contiguous versions.
 func TestRacingWriters(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "t")
-	sinksOf := []*sink{newTestSink(t, dir, nil), newTestSink(t, dir, nil)}
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i, p := range []string{"0", "1", "2", "3"} {
-		s := sinksOf[i%2]
-		wg.Go(func() {
-			w, _, err := s.Open(context.Background(), p)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer w.Close(context.Background())
-			for from := int64(0); from < 100; from += 10 {
-				if err := w.Write(context.Background(), sinktest.Events(p, from, from+9)); err != nil {
-					errs <- err
-					return
-				}
-				if _, err := w.Flush(context.Background()); err != nil {
-					errs <- fmt.Errorf("partition %s: %w", p, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	raceFlushes(t, []*sink{newTestSink(t, dir, nil), newTestSink(t, dir, nil)}, 100)
 	for _, p := range []string{"0", "1", "2", "3"} {
 		wantOnce(t, dir, p, 0, 99)
 	}
@@ -373,4 +345,38 @@ func TestVacuumRemovesOrphans(t *testing.T) {
 		t.Fatalf("data files after vacuum %v, want the committed %s and the foreign one", got, files[0])
 	}
 	wantOnce(t, dir, "0", 0, 9)
+}
+
+// raceFlushes has the sinks (processes) commit partitions 0 to 3 at once,
+// each partition by one of them, in flushes of 10 events up to seq n-1.
+func raceFlushes(t *testing.T, sinksOf []*sink, n int64) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i, p := range []string{"0", "1", "2", "3"} {
+		s := sinksOf[i%len(sinksOf)]
+		wg.Go(func() {
+			w, _, err := s.Open(context.Background(), p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer w.Close(context.Background())
+			for from := int64(0); from < n; from += 10 {
+				if err := w.Write(context.Background(), sinktest.Events(p, from, from+9)); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := w.Flush(context.Background()); err != nil {
+					errs <- fmt.Errorf("partition %s: %w", p, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
