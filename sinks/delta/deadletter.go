@@ -81,5 +81,19 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 	if err := w.dl.Write(ctx, evs); err != nil {
 		return fmt.Errorf("dead-letter table %s: %w", w.dl.s.cfg.Table, err)
 	}
+	// A letter of an event Write never saw (the runner gave up on it
+	// before the sink) is taken as an event without rows: the next
+	// commit's txn covers it, so the watermark moves past it once its
+	// letter is stored.
+	for i := range letters {
+		e := &letters[i].Event
+		if w.written || w.covered(e.SequenceNumber) {
+			continue
+		}
+		if !w.open {
+			w.open, w.first, w.openedAt = true, e.SequenceNumber, w.s.now()
+		}
+		w.last, w.lastOff = e.SequenceNumber, e.Offset
+	}
 	return nil
 }

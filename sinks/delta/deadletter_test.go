@@ -94,3 +94,25 @@ func TestDeadLettersCommittedOnce(t *testing.T) {
 		t.Fatalf("the dead-letter table holds seqs %v, want 3, 12, 17, 25 once each", seqs)
 	}
 }
+
+// TestLetterWithoutWrite: a letter of an event the runner gave up on
+// before the sink saw it is committed, and the watermark moves past it.
+func TestLetterWithoutWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	w, _, _ := newTestSink(t, dir, nil).Open(testCtx(t), "0")
+	writeFlush(t, w, sinktest.Events("0", 0, 4))
+	letter := sinks.DeadLetter{Event: sinktest.Event("0", 5), Reason: "not JSON", FailedAt: time.Now()}
+	if err := w.(sinks.DeadLetterer).DeadLetter(testCtx(t), []sinks.DeadLetter{letter}); err != nil {
+		t.Fatal(err)
+	}
+	wm, err := w.Flush(testCtx(t))
+	if err != nil || wm == nil || wm.SequenceNumber != 5 {
+		t.Fatalf("Flush: %v, %v; want the watermark at seq 5", wm, err)
+	}
+	if rows := readRows(t, dir+"_dead_letters"); len(rows) != 1 || rows[0]["sequence_number"] != int64(5) {
+		t.Fatalf("dead-letter table: %v", rows)
+	}
+	if _, wm, _ := newTestSink(t, dir, nil).Open(testCtx(t), "0"); wm == nil || wm.SequenceNumber != 5 {
+		t.Fatalf("reopened at %v, want seq 5", wm)
+	}
+}
