@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/ehsink/ehsink/internal/deltalog"
 	"github.com/ehsink/ehsink/internal/parquettest"
@@ -24,12 +27,20 @@ import (
 func TestReadersAgree(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "t")
 	s := newTestSink(t, dir, func(c *sinkConfig) { c.PartitionBy = []string{"partition"}; c.Compression = "snappy" })
+	s.rowGroup = 1000 // several row groups per file, written as the rows come
 	for _, p := range []string{"0", "1", "2", "3"} {
 		w, _, err := s.Open(testCtx(t), p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFlush(t, w, sinktest.Events(p, 0, 49))
+		for from := int64(0); from < 50; from += 10 {
+			if err := w.Write(testCtx(t), sinktest.Events(p, from, from+9)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.Flush(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
 		writeFlush(t, w, sinktest.Events(p, 50, 99))
 		w.Close(testCtx(t))
 	}
@@ -68,6 +79,7 @@ func TestReadersAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+
 		if int(st.NumRecords) != len(tb.Rows) {
 			t.Errorf("file %s: numRecords %d, %d rows", name, st.NumRecords, len(tb.Rows))
 		}
@@ -78,6 +90,11 @@ func TestReadersAgree(t *testing.T) {
 				t.Fatalf("file %s holds the partition column; Delta keeps it in the log", name)
 			}
 			minSeq, maxSeq = min(minSeq, r["seq"].(int64)), max(maxSeq, r["seq"].(int64))
+		}
+		if groups := rowGroups(t, data); minSeq == 0 && groups < 2 {
+			// The file of the flush of five writes, at 1000 estimated
+			// bytes a row group, has several.
+			t.Errorf("file %s has %d row group, want several", name, groups)
 		}
 		if st.Min["seq"] != float64(minSeq) || st.Max["seq"] != float64(maxSeq) {
 			t.Errorf("file %s: seq stats %v..%v, rows %d..%d", name, st.Min["seq"], st.Max["seq"], minSeq, maxSeq)
@@ -173,4 +190,15 @@ func TestDayPartition(t *testing.T) {
 	if len(got) != 1 || got[0]["n"] != float64(10) || got[0]["d"] != "2026-01-02" {
 		t.Fatalf("DuckDB: %v", got)
 	}
+}
+
+// rowGroups counts a Parquet file's row groups, with parquet-go's footer
+// reader.
+func rowGroups(t *testing.T, data []byte) int {
+	t.Helper()
+	f, err := pq.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(f.RowGroups())
 }

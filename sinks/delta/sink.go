@@ -64,7 +64,9 @@ type sink struct {
 	schema  *pq.Schema
 	wopts   []pq.WriterOption
 	tag     string // names the connector's data files (fileTag)
-	now     func() time.Time
+	// rowGroup is rowGroupBytes; a test makes it small.
+	rowGroup int64
+	now      func() time.Time
 	// hook, when set by a test, is called at each step of a commit and
 	// may fail it there (crash tests); queued, when set by a test, is
 	// called once a writer's commit is queued (grouped commits).
@@ -105,7 +107,7 @@ func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink,
 	}
 	c := *cfg
 	c.withDefaults()
-	s := &sink{cfg: c, info: info, log: info.Logger, now: time.Now}
+	s := &sink{cfg: c, info: info, log: info.Logger, now: time.Now, rowGroup: rowGroupBytes}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

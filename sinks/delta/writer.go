@@ -70,7 +70,15 @@ type dataFile struct {
 	pending []pq.Row // the rows of the current Write, written at its end
 	n       int64
 	stats   []*colStats
+	// rgBytes estimates the rows buffered since the last row group.
+	rgBytes int64
 }
+
+// rowGroupBytes is the estimated size at which a data file's buffered
+// rows are written out as a row group: encoding and compression then
+// happen as events arrive, not all at the commit, and the buffer holds
+// compressed bytes (the parquet sink's default row_group_size).
+const rowGroupBytes = 32 << 20
 
 // Write maps each event to rows and adds them to the data file of their
 // partition values. An event that does not map (a missing field, a value
@@ -118,6 +126,12 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 		}
 		clear(f.pending)
 		f.pending = f.pending[:0]
+		if f.rgBytes >= w.s.rowGroup {
+			if err := f.pw.Flush(); err != nil {
+				return fmt.Errorf("connector %q partition %s: table %s: write a row group: %w", w.s.info.Connector, w.partition, w.s.cfg.Table, err)
+			}
+			f.rgBytes = 0
+		}
 	}
 	if len(failed) > 0 {
 		return &sinks.BatchError{Failed: failed}
@@ -170,7 +184,9 @@ func (w *writer) writeEvent(e *sinks.Event) error {
 		f.n++
 		for k, v := range dvals {
 			f.stats[k].add(v)
-			w.bytes += valueSize(v)
+			n := valueSize(v)
+			w.bytes += n
+			f.rgBytes += n
 		}
 		w.rows++
 	}
