@@ -254,7 +254,7 @@ func TestRunUnknownConnector(t *testing.T) {
 func TestVersion(t *testing.T) {
 	code, out, _ := cli(t, "version")
 	if code != exitOK || !strings.Contains(out, "ehsink ") || !strings.Contains(out, runtime.Version()) || !strings.Contains(out, "commit ") ||
-		!strings.Contains(out, "\nsinks iceberg, parquet, postgres, stdout\n") {
+		!strings.Contains(out, "\nsinks delta, iceberg, parquet, postgres, stdout\n") {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
 	v := buildVersion("v1.2.3", "abc123")

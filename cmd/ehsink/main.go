@@ -18,6 +18,7 @@ import (
 
 	"github.com/ehsink/ehsink/cli"
 	"github.com/ehsink/ehsink/cli/devenv"
+	_ "github.com/ehsink/ehsink/sinks/delta"
 	_ "github.com/ehsink/ehsink/sinks/iceberg"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"

@@ -14,6 +14,7 @@ import (
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/conntest"
 	"github.com/ehsink/ehsink/sinks"
+	_ "github.com/ehsink/ehsink/sinks/delta"
 	_ "github.com/ehsink/ehsink/sinks/iceberg"
 	_ "github.com/ehsink/ehsink/sinks/parquet"
 	_ "github.com/ehsink/ehsink/sinks/postgres"

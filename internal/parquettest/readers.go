@@ -185,3 +185,26 @@ func readers(t testing.TB) (node, modules, script string) {
 	}
 	return node, modules, script
 }
+
+// DuckDB runs one SQL query in DuckDB (its Node.js API, from .tools) and
+// returns the rows, each column as DuckDB's JSON form of its value. A
+// query error fails t. Like [CheckWithReaders], it skips t when the
+// readers are not installed, or fails it when CI=true.
+func DuckDB(t testing.TB, query string) []map[string]any {
+	t.Helper()
+	node, modules, script := readers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), readersTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(filepath.Dir(script), "query.mjs"), query)
+	cmd.Env = append(os.Environ(), "EHSINK_NODE_MODULES="+modules)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("DuckDB %q: %v\n%s", query, err, stderr.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil {
+		t.Fatalf("DuckDB %q: %v\n%s", query, err, stdout.String())
+	}
+	return rows
+}

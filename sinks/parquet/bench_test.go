@@ -329,12 +329,12 @@ func BenchmarkWriterPerFile(b *testing.B) {
 	var rows []pq.Row
 	var vals []any
 	for _, e := range benchEvents(rowsPerFile) {
-		mr, err := r.mapper.m.Rows(&e)
+		mr, err := r.mapper.Mapper().Rows(&e)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var row pq.Row
-		if row, vals, err = r.mapper.mapRow(mr, 0, nil, vals); err != nil {
+		if row, vals, err = r.mapper.MapRow(mr, 0, nil, vals); err != nil {
 			b.Fatal(err)
 		}
 		mr.Close()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ehsink/ehsink/internal/connstr"
+	"github.com/ehsink/ehsink/internal/parquetfile"
 	"time"
 
 	"github.com/ehsink/ehsink/internal/config"
@@ -98,17 +99,6 @@ type blobConfig struct {
 // Defaults, applied by withDefaults.
 const (
 	defaultRowGroupSize = 32 * config.MiB
-	// dictionaryMaxBytes is the most a column's dictionary holds in a row
-	// group before its pages fall back to plain encoding. parquet-go's
-	// default is no limit: a column of unique values (an ID, a timestamp)
-	// then kept every value and its hash table for the whole row group,
-	// beyond what row_group_size counts (about 180 MiB of a 243 MiB heap
-	// with 250,000-row files on 4 partitions, 574 MiB peak RSS). In
-	// bench-e2e (1M events, 4 partitions, files of 250,000 rows) the peak
-	// RSS was 292 MiB at 256 KiB (the hash tables of 8-byte columns still
-	// held 20 MiB) and 244 MiB at 64 KiB. A column that pays for a
-	// dictionary (a few thousand distinct values) stays below the limit.
-	dictionaryMaxBytes  = 64 << 10
 	defaultMaxRows      = 1_000_000
 	defaultMaxBytes     = 256 * config.MiB
 	defaultMaxAge       = 5 * time.Minute
@@ -208,7 +198,7 @@ func (c *sinkConfig) Validate() error {
 			errs = append(errs, prefixFieldErrors(prefix+"columns", err))
 		} else {
 			for _, col := range r.Columns {
-				if _, err := leafNode(col.Type); err != nil {
+				if _, err := parquetfile.LeafNode(col.Type); err != nil {
 					fe(prefix+"columns."+col.Name+".type", err)
 				}
 			}
@@ -217,7 +207,7 @@ func (c *sinkConfig) Validate() error {
 	if cc.MaxOpenFiles < 0 {
 		fe("max_open_files", errors.New("must not be negative"))
 	}
-	if _, err := codec(cc.Compression); err != nil {
+	if _, err := parquetfile.Codec(cc.Compression); err != nil {
 		fe("compression", err)
 	}
 	if cc.RowGroupSize < 0 {

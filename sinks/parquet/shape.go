@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ehsink/ehsink/internal/parquetfile"
 	"github.com/ehsink/ehsink/sinks"
 	tableshape "github.com/ehsink/ehsink/sinks/table"
 )
@@ -12,7 +13,7 @@ import (
 // (imported as tableshape: the package's tests have a table helper):
 // the running sink and `ehsink test` render and check the event's values
 // of a route's path with the same function (renderPath), and map and
-// convert rows with the same rowMapper.
+// convert rows with the same parquetfile.RowMapper.
 func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
 	d := *c
 	d.withDefaults()
@@ -26,11 +27,11 @@ func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
 		if err != nil {
 			return tableshape.Shape{}, fmt.Errorf("routes[%d].path: %w", i, err)
 		}
-		rm, err := newRowMapper(rc.Columns, d.Explode)
+		rm, err := parquetfile.NewRowMapper(rc.Columns, d.Explode)
 		if err != nil {
 			return tableshape.Shape{}, fmt.Errorf("routes[%d].columns: %w", i, err)
 		}
-		r.Mapper, r.Check = rm.m, rm.check
+		r.Mapper, r.Check = rm.Mapper(), rm.Check
 		if tmpl.values > 0 {
 			name := r.Name
 			r.Render = func(ev *sinks.Event) (string, error) {

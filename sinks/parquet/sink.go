@@ -18,6 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/ehsink/ehsink/internal/buildinfo"
+	"github.com/ehsink/ehsink/internal/parquetfile"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
@@ -88,7 +89,7 @@ func newParquetSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sin
 		return nil, err
 	}
 	s.dlTmpl = s.tmpl.deadLetterTemplate()
-	if s.codec, err = codec(c.Compression); err != nil {
+	if s.codec, err = parquetfile.Codec(c.Compression); err != nil {
 		return nil, err
 	}
 	s.layout = c.Path
@@ -137,10 +138,10 @@ type route struct {
 	name   string
 	tmpl   *template
 	schema *pq.Schema
-	mapper *rowMapper
+	mapper *parquetfile.RowMapper
 	// noBounds are the Parquet writer options that leave min/max
 	// statistics out for the columns whose statistics parquet-go gets
-	// wrong (see boundsOptions).
+	// wrong (see parquetfile.BoundsOptions).
 	noBounds []pq.WriterOption
 }
 
@@ -153,32 +154,14 @@ func compileRoute(rc routeConfig, explode mapping.Path) (*route, error) {
 	if r.tmpl, err = parseRouteTemplate(rc.Path); err != nil {
 		return nil, err
 	}
-	if r.schema, err = buildSchema("ehsink", rc.Columns); err != nil {
+	if r.schema, err = parquetfile.Schema("ehsink", rc.Columns); err != nil {
 		return nil, err
 	}
-	if r.mapper, err = newRowMapper(rc.Columns, explode); err != nil {
+	if r.mapper, err = parquetfile.NewRowMapper(rc.Columns, explode); err != nil {
 		return nil, err
 	}
-	r.noBounds = boundsOptions(rc.Columns)
+	r.noBounds = parquetfile.BoundsOptions(rc.Columns)
 	return r, nil
-}
-
-// boundsOptions leaves min/max statistics (chunk statistics, page
-// statistics and the column index) out for decimals over 18 digits.
-// parquet-go v0.32.0 orders those FIXED_LEN_BYTE_ARRAY values as unsigned
-// bytes where the format says signed two's complement, so a column with
-// negative and positive values gets a minimum above its maximum
-// (parquet-go/parquet-go#592, fixed after v0.32.0), and an engine that
-// skips row groups by statistics drops matching rows. No statistics is
-// correct; wrong ones are not. The null counts stay.
-func boundsOptions(cols mapping.Columns) []pq.WriterOption {
-	var opts []pq.WriterOption
-	for _, c := range cols {
-		if c.Type.Kind == mapping.KindDecimal && c.Type.Precision > 18 {
-			opts = append(opts, pq.SkipPageBounds(c.Name), pq.SkipPageStatistics(c.Name))
-		}
-	}
-	return opts
 }
 
 // routed reports whether the sink has routes.

@@ -14,6 +14,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/ehsink/ehsink/internal/parquetfile"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -139,7 +140,7 @@ func (w *writer) dataFile(ctx context.Context, ri int, values []string, e *sinks
 func (s *sink) newParquetWriter(out *countingWriter, ri int) *pq.GenericWriter[any] {
 	r := s.routes[ri]
 	opts := append([]pq.WriterOption{r.schema, pq.Compression(s.codec), pq.DataPageStatistics(true),
-		s.createdBy, pq.DictionaryMaxBytes(dictionaryMaxBytes)}, r.noBounds...)
+		s.createdBy, pq.DictionaryMaxBytes(parquetfile.DictionaryMaxBytes)}, r.noBounds...)
 	return pq.NewGenericWriter[any](out, opts...)
 }
 
@@ -217,7 +218,7 @@ func (w *writer) writeEvent(ctx context.Context, i int, e *sinks.Event, failed *
 	// An event makes one row, or one per element of an exploded
 	// array; an element that does not convert is a failure of its
 	// own, and the event's other rows are taken.
-	rows, err := r.mapper.m.Rows(e)
+	rows, err := r.mapper.Mapper().Rows(e)
 	if err != nil {
 		*failed = append(*failed, sinks.EventError{Index: i, Err: err})
 		return false, nil
@@ -233,7 +234,7 @@ func (w *writer) writeEvent(ctx context.Context, i int, e *sinks.Event, failed *
 		} else if n := len(df.buffered); n < cap(df.buffered) {
 			row = df.buffered[:n+1][n][:0]
 		}
-		if row, w.vals, err = r.mapper.mapRow(rows, j, row, w.vals); err != nil {
+		if row, w.vals, err = r.mapper.MapRow(rows, j, row, w.vals); err != nil {
 			*failed = append(*failed, sinks.EventError{Index: i, Err: err})
 			continue
 		}

@@ -62,13 +62,13 @@ func BenchmarkE2E(b *testing.B) {
 	events := per * partitions
 	drains := envInt(b, "DRAINS", defaultDrains)
 	rawBatch := envInt(b, "RAW_BATCH", defaultRawBatch)
-	// RUNS lists the ehsink runs (default append,upsert,parquet,iceberg);
+	// RUNS lists the ehsink runs (default append,upsert,parquet,iceberg,delta);
 	// SOURCE and CHECKPOINT add settings to their source and checkpoint
 	// blocks (the inside of a YAML flow mapping, such as "prefetch:
 	// 1000"), ICEBERG lines to the Iceberg sink block (such as
 	// "maintenance: {every: 5s}"; with max_rows, it replaces the run's):
 	// all to explore settings, not for the reported figures.
-	runs := map[string]bool{"append": true, "upsert": true, "parquet": true, "iceberg": true}
+	runs := map[string]bool{"append": true, "upsert": true, "parquet": true, "iceberg": true, "delta": true}
 	if v := os.Getenv("RUNS"); v != "" {
 		runs = map[string]bool{}
 		for _, r := range strings.Split(v, ",") {
@@ -195,8 +195,9 @@ func BenchmarkE2E(b *testing.B) {
 	// PostgreSQL: the drain, encoding/json and the write in one process,
 	// sharing the cores with the emulator and the server as ehsink does.
 	var copyRes, mergeRes, pipeAppend, pipeUpsert result
-	var appendRes, upsertRes, parquetRes, icebergRes []series
+	var appendRes, upsertRes, parquetRes, icebergRes, deltaRes []series
 	var warehouse string // what the last Iceberg run's warehouse holds
+	var deltaLog string  // what the last Delta run's log holds
 	if runs["append"] {
 		cp := rawCopy(b, pg.NewDatabase(b), pm, per, rawBatch)
 		copyRes = result{events: events, elapsed: cp.elapsed, serverCPU: cp.serverCPU}
@@ -264,6 +265,19 @@ func BenchmarkE2E(b *testing.B) {
 			})
 			warehouse = warehouseFiles(b, filepath.Join(dir, "warehouse"))
 			b.Logf("%s → iceberg: %.0f events/s; the warehouse holds %s", bin.name, r.rate(), warehouse)
+			return r
+		})
+	}
+
+	if runs["delta"] {
+		deltaRes = turns(func(bin binary, tag string) result {
+			dir := filepath.Join(b.TempDir(), "orders")
+			dl := fmt.Sprintf("type: delta\n      table: %q\n      max_rows: %d\n      columns:%s", dir, per, columnsYAML)
+			r := emulated(func() result {
+				return runEhsink(b, bin.path, tag, conns[0], sourceYAML, checkpoint, last, dl, 0, events)
+			})
+			deltaLog = deltaLogFiles(b, dir)
+			b.Logf("%s → delta: %.0f events/s; the table holds %s", bin.name, r.rate(), deltaLog)
 			return r
 		})
 	}
@@ -346,6 +360,7 @@ func BenchmarkE2E(b *testing.B) {
 		iceRun = fmt.Sprintf("Iceberg, sql catalog on SQLite (ICEBERG=%q)", iceExtra)
 	}
 	rows(iceRun, icebergRes, src, "source", result{})
+	rows(fmt.Sprintf("Delta, local table (max_rows %d)", per), deltaRes, src, "source", result{})
 	for _, sc := range scale {
 		fmt.Fprintf(out, "| raw SDK drain over %d connections | %.0f | %.2f | – | %.1f | %.2f | – | %s | %s |\n",
 			sc.n, sc.drain.rate(), sc.drain.rate()/src, cpuPer(sc.drain), cpuPer(sc.drain)/cpuPer(drain), emuPer(sc.drain), mib(sc.drain.peakRSS))
@@ -358,6 +373,9 @@ func BenchmarkE2E(b *testing.B) {
 	fmt.Fprintf(out, "| ehsink send --demo --count %d | %.0f | – | – | %.1f | – | – | – | %s |\n", events, send.rate(), cpuPer(send), mib(send.peakRSS))
 	if warehouse != "" {
 		fmt.Fprintf(out, "\nIceberg warehouse after the last Iceberg run: %s\n", warehouse)
+	}
+	if deltaLog != "" {
+		fmt.Fprintf(out, "\nDelta table after the last Delta run: %s\n", deltaLog)
 	}
 	fmt.Print(out.String())
 }
@@ -385,6 +403,37 @@ func warehouseFiles(b *testing.B, dir string) string {
 		b.Fatalf("iceberg warehouse: %v", err)
 	}
 	return fmt.Sprintf("%d metadata files, %d manifest lists, %d manifests, %d data files", meta, lists, manifests, data)
+}
+
+// deltaLogFiles counts what a Delta table holds: commit files,
+// checkpoints (and the log's bytes), and data files.
+func deltaLogFiles(b *testing.B, dir string) string {
+	var commits, checkpoints, data int
+	var logBytes int64
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		name := d.Name()
+		if strings.Contains(filepath.ToSlash(p), "/_delta_log/") {
+			if info, err := d.Info(); err == nil {
+				logBytes += info.Size()
+			}
+		}
+		switch {
+		case strings.HasSuffix(name, ".checkpoint.parquet"):
+			checkpoints++
+		case strings.HasSuffix(name, ".json") && strings.Contains(filepath.ToSlash(p), "/_delta_log/"):
+			commits++
+		case strings.HasSuffix(name, ".parquet"):
+			data++
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatalf("delta table: %v", err)
+	}
+	return fmt.Sprintf("%d commit files, %d checkpoints (the log: %d KiB), %d data files", commits, checkpoints, logBytes>>10, data)
 }
 
 // binary is an ehsink binary the benchmark runs, named in its rows.

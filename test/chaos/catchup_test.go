@@ -125,6 +125,16 @@ func (h *harness) sinkPositions(ctx context.Context) (map[string]map[string]prog
 			out[connIceberg][p] = pr
 		}
 	}
+	dmarks, err := h.deltaWatermarks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for p, seq := range dmarks {
+		if pr, ok := out[connDelta][p]; ok {
+			pr.sink = seq
+			out[connDelta][p] = pr
+		}
+	}
 	return out, nil
 }
 

@@ -29,13 +29,14 @@ const (
 	connUpsert  = "pg-upsert"
 	connParquet = "parquet"
 	connIceberg = "iceberg"
+	connDelta   = "delta"
 	verifyGroup = "verify"
 	hubName     = "orders"
 	replicas    = 3
 	drain       = 20 * time.Second
 )
 
-var connectors = []string{connAppend, connUpsert, connParquet, connIceberg}
+var connectors = []string{connAppend, connUpsert, connParquet, connIceberg, connDelta}
 
 // TestChaos runs the matrix once per load-balancing strategy.
 func TestChaos(t *testing.T) {
@@ -345,8 +346,9 @@ connectors:
       max_rows: 5000
       columns:
 %s  - name: %s
+%s%s  - name: %s
 %s%s`, drain, lagInterval, connAppend, src(connAppend), dsn, cols, connUpsert, src(connUpsert), dsn, cols, connParquet, src(connParquet), h.outDir, cols,
-		connIceberg, src(connIceberg), h.icebergSink(dsn, cols))
+		connIceberg, src(connIceberg), h.icebergSink(dsn, cols), connDelta, src(connDelta), h.deltaSink(cols))
 }
 
 func createTables(ctx context.Context, dsn string) error {

@@ -53,7 +53,9 @@ type cutOff struct {
 // affects reports whether losing dep stops connector conn: the Parquet
 // connector writes to local files and needs no PostgreSQL (the Iceberg
 // connector's catalog is in PostgreSQL).
-func affects(dep, conn string) bool { return dep != "PostgreSQL" || conn != connParquet }
+func affects(dep, conn string) bool {
+	return dep != "PostgreSQL" || conn != connParquet && conn != connDelta
+}
 
 // bound is how long a partition of conn may go unread in sc, and false
 // when no replica can serve conn meanwhile. The cut replica notices

@@ -110,8 +110,8 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 	}
 
 	// What each connector should hold.
-	wantRows := map[string]map[pos]bool{connAppend: {}, connParquet: {}, connIceberg: {}}
-	wantDL := map[string]map[pos]bool{connAppend: {}, connUpsert: {}, connParquet: {}, connIceberg: {}}
+	wantRows := map[string]map[pos]bool{connAppend: {}, connParquet: {}, connIceberg: {}, connDelta: {}}
+	wantDL := map[string]map[pos]bool{connAppend: {}, connUpsert: {}, connParquet: {}, connIceberg: {}, connDelta: {}}
 	latest := map[string]*hubEvent{} // upsert: key -> its last valid event
 	for i := range events {
 		e := &events[i]
@@ -120,12 +120,14 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 			wantRows[connAppend][e.pos] = true
 			wantRows[connParquet][e.pos] = true
 			wantRows[connIceberg][e.pos] = true
+			wantRows[connDelta][e.pos] = true
 			if l := latest[e.body.Key]; l == nil || e.seq > l.seq {
 				latest[e.body.Key] = e
 			}
 		case rowPoison:
 			wantRows[connParquet][e.pos] = true
 			wantRows[connIceberg][e.pos] = true
+			wantRows[connDelta][e.pos] = true
 			wantDL[connAppend][e.pos] = true
 			wantDL[connUpsert][e.pos] = true
 		case mapPoison:
@@ -133,6 +135,7 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 			wantDL[connUpsert][e.pos] = true
 			wantDL[connParquet][e.pos] = true
 			wantDL[connIceberg][e.pos] = true
+			wantDL[connDelta][e.pos] = true
 		}
 	}
 
@@ -166,6 +169,12 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 	} else {
 		res.byConn[connIceberg] = h.compareRows(connIceberg, wantRows[connIceberg], ice, byPos)
 	}
+	// Delta, through the log's replay and arrow-go.
+	if dl, err := h.readDelta(ctx); err != nil {
+		h.fail("reading the Delta table: %v", err)
+	} else {
+		res.byConn[connDelta] = h.compareRows(connDelta, wantRows[connDelta], dl, byPos)
+	}
 	// PostgreSQL upsert: every key at its latest valid version.
 	res.byConn[connUpsert] = h.compareUpsert(ctx, conn, latest)
 
@@ -181,6 +190,9 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 	dls[connParquet] = pqDL
 	if dls[connIceberg], err = h.icebergDeadLetters(ctx); err != nil {
 		h.fail("reading the Iceberg connector's dead-letter table: %v", err)
+	}
+	if dls[connDelta], err = h.deltaDeadLetters(ctx); err != nil {
+		h.fail("reading the Delta connector's dead-letter table: %v", err)
 	}
 	for _, c := range connectors {
 		o := res.byConn[c]

@@ -1,4 +1,4 @@
-package parquet
+package parquetfile
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// zstdWindow is the back-reference window of the sink's zstd encoders.
+// zstdWindow is the back-reference window of the sinks' zstd encoders.
 // Each page is compressed on its own (EncodeAll), and a page is about
 // parquet-go's page buffer (256 KiB), so a larger window finds nothing
 // more; parquet-go's own codec keeps the library default (8 MiB at the
@@ -15,19 +15,19 @@ import (
 // in a 4-partition run.
 const zstdWindow = 1 << 20
 
-// zstdCodec is the zstd page codec (parquet-go's compress.Codec) with a
+// ZstdCodec is the zstd page codec (parquet-go's compress.Codec) with a
 // window fit for one page. Its encoders and decoders are pooled; it is
 // safe for concurrent use.
-type zstdCodec struct {
+type ZstdCodec struct {
 	encoders sync.Pool // *zstd.Encoder
 	decoders sync.Pool // *zstd.Decoder
 }
 
-func (c *zstdCodec) String() string { return "ZSTD" }
+func (c *ZstdCodec) String() string { return "ZSTD" }
 
-func (c *zstdCodec) CompressionCodec() format.CompressionCodec { return format.Zstd }
+func (c *ZstdCodec) CompressionCodec() format.CompressionCodec { return format.Zstd }
 
-func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
+func (c *ZstdCodec) Encode(dst, src []byte) ([]byte, error) {
 	e, _ := c.encoders.Get().(*zstd.Encoder)
 	if e == nil {
 		var err error
@@ -41,7 +41,7 @@ func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
 	return e.EncodeAll(src, dst[:0]), nil
 }
 
-func (c *zstdCodec) Decode(dst, src []byte) ([]byte, error) {
+func (c *ZstdCodec) Decode(dst, src []byte) ([]byte, error) {
 	d, _ := c.decoders.Get().(*zstd.Decoder)
 	if d == nil {
 		var err error

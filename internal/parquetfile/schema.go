@@ -1,4 +1,4 @@
-package parquet
+package parquetfile
 
 import (
 	"encoding/json"
@@ -25,13 +25,13 @@ type orderedGroup struct {
 // Fields returns the fields in mapping order.
 func (g orderedGroup) Fields() []pq.Field { return g.fields }
 
-// buildSchema turns a mapping into a Parquet schema: one top-level leaf
+// Schema turns a mapping into a Parquet schema: one top-level leaf
 // column per mapped column, in mapping order, optional when nullable, with
 // dictionary encoding on every column that supports it.
-func buildSchema(name string, cols mapping.Columns) (*pq.Schema, error) {
+func Schema(name string, cols mapping.Columns) (*pq.Schema, error) {
 	g := make(pq.Group, len(cols))
 	for _, c := range cols {
-		n, err := leafNode(c.Type)
+		n, err := LeafNode(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", c.Name, err)
 		}
@@ -59,9 +59,9 @@ func buildSchema(name string, cols mapping.Columns) (*pq.Schema, error) {
 	return pq.NewSchema(name, og), nil
 }
 
-// leafNode is the Parquet node of a logical type. JSON is kept as a UTF-8
+// LeafNode is the Parquet node of a logical type. JSON is kept as a UTF-8
 // string (not the JSON logical type) so that every reader shows it as text.
-func leafNode(t mapping.Type) (pq.Node, error) {
+func LeafNode(t mapping.Type) (pq.Node, error) {
 	switch t.Kind {
 	case mapping.KindString, mapping.KindJSON:
 		return pq.String(), nil
@@ -110,11 +110,11 @@ func decimalBytes(precision int) int {
 	return int(math.Ceil(bits / 8))
 }
 
-// codec returns the compression codec by its config name.
-func codec(name string) (compress.Codec, error) {
+// Codec returns the compression codec by its config name.
+func Codec(name string) (compress.Codec, error) {
 	switch name {
 	case "", "zstd":
-		return &zstdCodec{}, nil
+		return &ZstdCodec{}, nil
 	case "snappy":
 		return &snappy.Codec{}, nil
 	case "none":

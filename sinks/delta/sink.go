@@ -1,0 +1,484 @@
+package delta
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/google/uuid"
+	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+
+	"github.com/ehsink/ehsink/internal/buildinfo"
+	"github.com/ehsink/ehsink/internal/connstr"
+	"github.com/ehsink/ehsink/internal/deltalog"
+	"github.com/ehsink/ehsink/internal/netdial"
+	"github.com/ehsink/ehsink/internal/parquetfile"
+	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/sinks"
+)
+
+func init() { sinks.Register("delta", driver{}) }
+
+// driver is the registered sinks.Driver of the delta sink.
+type driver struct{}
+
+// NewConfig returns a *sinkConfig with its defaults set.
+func (driver) NewConfig() any { return newConfig() }
+
+// New builds a Sink from a *sinkConfig made by NewConfig.
+func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, error) {
+	c, ok := cfg.(*sinkConfig)
+	if !ok {
+		return nil, fmt.Errorf("delta: config is %T, want *delta.sinkConfig", cfg)
+	}
+	return newDeltaSink(ctx, c, info)
+}
+
+// sink appends each partition's events to one Delta table. It is safe for
+// concurrent use; each of its writers is used by one goroutine at a time.
+type sink struct {
+	cfg   sinkConfig
+	info  sinks.Info
+	log   *slog.Logger
+	dlog  *deltalog.Log
+	store deltalog.Store
+	// mapper maps an event to all the columns; data converts the data
+	// columns (all but the partition columns, which Delta keeps in the
+	// log, not in the files) to Parquet values, in dataIdx order.
+	mapper  *mapping.Mapper
+	data    *parquetfile.RowMapper
+	dataIdx []int
+	parts   []partitionSpec
+	schema  *pq.Schema
+	wopts   []pq.WriterOption
+	tag     string // names the connector's data files (fileTag)
+	// rowGroup is rowGroupBytes; a test makes it small.
+	rowGroup int64
+	now      func() time.Time
+	// hook, when set by a test, is called at each step of a commit and
+	// may fail it there (crash tests); queued, when set by a test, is
+	// called once a writer's commit is queued (grouped commits).
+	hook   func(step string) error
+	queued func()
+
+	// mu serializes the commits of the sink's writers (they would
+	// otherwise lose the optimistic race to each other) and guards snap.
+	mu   sync.Mutex
+	snap *deltalog.Snapshot // the newest state of the log this sink has read
+	// checked is the table metadata the columns were last checked
+	// against (checkTable); a commit after another engine changed it
+	// checks again.
+	checked *deltalog.Metadata
+	// qmu guards queue, apart from mu, which the commit in progress holds.
+	qmu   sync.Mutex
+	queue []*commitReq
+
+	// dl is the dead-letter table's sink; nil in that sink itself.
+	dl *sink
+
+	closed atomic.Bool
+}
+
+// The steps of a commit, at which a test's hook may stop it.
+const (
+	stepDataWritten  = "data-written" // the data files are durable, no commit yet
+	stepCommitted    = "committed"    // the commit file is created
+	stepCheckpointed = "checkpointed" // the checkpoint is written, _last_checkpoint not yet
+)
+
+// newDeltaSink opens the table's storage, loads its log, creates the table
+// if missing and checks that the columns fit its schema. ctx bounds these
+// calls only; newDeltaSink starts no goroutines.
+func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("delta sink of connector %q: %w", info.Connector, err)
+	}
+	c := *cfg
+	c.withDefaults()
+	s := &sink{cfg: c, info: info, log: info.Logger, now: time.Now, rowGroup: rowGroupBytes}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("sink", "delta", "dest", c.String())
+	fail := func(err error) (*sink, error) {
+		return nil, fmt.Errorf("delta sink of connector %q: table %s: %w", info.Connector, c.Table, err)
+	}
+	var err error
+	if s.store, err = openStore(ctx, &c); err != nil {
+		return fail(err)
+	}
+	s.dlog = deltalog.New(s.store)
+	if err := s.compile(); err != nil {
+		return fail(err)
+	}
+	if s.snap, err = s.dlog.Load(ctx); err != nil {
+		return fail(err)
+	}
+	if s.snap.Version < 0 {
+		if !c.CreateTable {
+			return fail(errors.New("no Delta table there (no _delta_log/00000000000000000000.json) and create_table is false"))
+		}
+		if err := s.createTable(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if err := s.checkTable(s.snap); err != nil {
+		return fail(err)
+	}
+	s.checked = s.snap.Metadata
+	s.tag = fileTag(info)
+	if err := s.vacuum(ctx, s.snap); err != nil {
+		return fail(fmt.Errorf("vacuum: %w", err))
+	}
+	if !c.letters {
+		dc := c
+		dc.Table, dc.DeadLetterTable, dc.Explode, dc.PartitionBy, dc.Properties, dc.letters = c.deadLetterTable(), "", mapping.Path{}, nil, nil, true
+		if dc.Columns, err = deadLetterColumns(); err != nil {
+			return fail(err)
+		}
+		if s.dl, err = newDeltaSink(ctx, &dc, info); err != nil {
+			return fail(fmt.Errorf("dead-letter table: %w", err))
+		}
+	}
+	return s, nil
+}
+
+// openStore returns the table's storage: a local directory or a folder of
+// a Blob container.
+func openStore(ctx context.Context, c *sinkConfig) (deltalog.Store, error) {
+	if c.Blob == nil {
+		return deltalog.NewLocalStore(c.Table)
+	}
+	opts := &container.ClientOptions{}
+	// The transport closes a half-open connection in seconds (package
+	// netdial); the writer's calls carry the runner's deadline.
+	opts.Transport = netdial.HTTPClient()
+	var client *container.Client
+	if c.Blob.AccountURL != "" {
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, fmt.Errorf("blob.account_url: Entra ID credential: %w", err)
+		}
+		if client, err = container.NewClient(strings.TrimSuffix(c.Blob.AccountURL, "/")+"/"+c.Blob.Container, cred, opts); err != nil {
+			return nil, fmt.Errorf("blob.account_url: %w", err)
+		}
+	} else {
+		var err error
+		if client, err = connstr.ContainerClient(c.Blob.Connection.Reveal(), c.Blob.Container, opts); err != nil {
+			return nil, fmt.Errorf("blob.connection: %w", err)
+		}
+	}
+	if _, err := client.GetProperties(ctx, nil); err != nil {
+		return nil, fmt.Errorf("blob container %s: %w", c.Blob.Container, sinks.Transient(err))
+	}
+	return deltalog.NewBlobStore(client, c.Blob.Container, c.Table), nil
+}
+
+// compile builds the mapping, the data files' schema and writer options.
+func (s *sink) compile() error {
+	c := &s.cfg
+	m, err := mapping.CompileWith(c.Columns, mapping.Options{Explode: c.Explode})
+	if err != nil {
+		return fmt.Errorf("columns: %w", err)
+	}
+	s.mapper = m
+	for _, p := range c.PartitionBy {
+		ps, err := parsePartition(p, c.Columns)
+		if err != nil {
+			return fmt.Errorf("partition_by: %w", err)
+		}
+		s.parts = append(s.parts, ps)
+	}
+	var dataCols mapping.Columns
+	for i, col := range c.Columns {
+		if slices.ContainsFunc(s.parts, func(p partitionSpec) bool { return !p.day && p.col == i }) {
+			continue // Delta keeps an identity partition column in the log, not in the files
+		}
+		dataCols = append(dataCols, col)
+		s.dataIdx = append(s.dataIdx, i)
+	}
+
+	if s.data, err = parquetfile.NewRowMapper(dataCols, mapping.Path{}); err != nil {
+		return fmt.Errorf("columns: %w", err)
+	}
+	if s.schema, err = parquetfile.Schema("spark_schema", dataCols); err != nil {
+		return fmt.Errorf("columns: %w", err)
+	}
+	var codec compress.Codec
+	if codec, err = parquetfile.Codec(c.Compression); err != nil {
+		return fmt.Errorf("compression: %w", err)
+	}
+	build := buildinfo.Get()
+	s.wopts = append([]pq.WriterOption{s.schema, pq.Compression(codec), pq.DataPageStatistics(true),
+		pq.CreatedBy("ehsink", build.Version+" ", build.Commit), pq.DictionaryMaxBytes(parquetfile.DictionaryMaxBytes)},
+		parquetfile.BoundsOptions(dataCols)...)
+	return nil
+}
+
+// fields returns the table schema's fields of the columns.
+func (s *sink) fields() []deltalog.StructField {
+	var out []deltalog.StructField
+	for _, col := range s.cfg.Columns {
+		t, _ := deltaType(col.Type) // checked by Validate
+		out = append(out, deltalog.PrimitiveField(col.Name, t, col.Nullable))
+	}
+	for _, p := range s.parts {
+		if p.day {
+			out = append(out, deltalog.PrimitiveField(p.name, "date", false))
+		}
+	}
+	return out
+}
+
+// createTable commits version 0: the protocol (reader 1, writer 2, no
+// table features) and the metadata. A table another replica created
+// first is read instead.
+func (s *sink) createTable(ctx context.Context) error {
+	schema, err := deltalog.SchemaString(s.fields())
+	if err != nil {
+		return err
+	}
+	created := s.now().UnixMilli()
+	conf := map[string]string{}
+	for k, v := range s.cfg.Properties {
+		conf[k] = v
+	}
+	actions := []deltalog.Action{
+		{Protocol: &deltalog.Protocol{MinReaderVersion: deltalog.ReaderVersion, MinWriterVersion: deltalog.WriterVersion}},
+		{MetaData: &deltalog.Metadata{ID: uuid.NewString(), Format: deltalog.Format{Provider: "parquet", Options: map[string]string{}},
+			SchemaString: schema, PartitionColumns: s.partitionColumns(), Configuration: conf, CreatedTime: &created}},
+		{CommitInfo: s.commitInfo("CREATE TABLE", nil)},
+	}
+	err = s.dlog.Commit(ctx, 0, actions)
+	if err != nil && !errors.Is(err, deltalog.ErrVersionExists) {
+		return fmt.Errorf("create: %w", err)
+	}
+	if err := s.dlog.Update(ctx, s.snap); err != nil {
+		return err
+	}
+	if err == nil {
+		s.log.Info("created delta table", "table", s.cfg.Table)
+	}
+	return nil
+}
+
+// checkTable reports why the sink cannot append to the table of snap:
+// a protocol it does not support, other partition columns, or a column
+// that does not fit the table's schema (named in the error).
+func (s *sink) checkTable(snap *deltalog.Snapshot) error {
+	if err := deltalog.CheckWritable(snap.Protocol); err != nil {
+		return err
+	}
+	m := snap.Metadata
+	if m.Format.Provider != "" && m.Format.Provider != "parquet" {
+		return fmt.Errorf("data format %q, want parquet", m.Format.Provider)
+	}
+	if mine := s.partitionColumns(); !slices.Equal(m.PartitionColumns, mine) && !(len(m.PartitionColumns) == 0 && len(mine) == 0) {
+		return fmt.Errorf("the table is partitioned by [%s], partition_by says [%s]", strings.Join(m.PartitionColumns, ", "), strings.Join(mine, ", "))
+	}
+	if _, err := deltalog.LogRetention(m); err != nil {
+		return fmt.Errorf("delta.logRetentionDuration: %w", err)
+	}
+	if v, ok := m.Configuration["delta.setTransactionRetentionDuration"]; ok {
+		// A snapshot then drops the txn of a partition idle for that long,
+		// and its next owner would write again what the table holds.
+		return fmt.Errorf("delta.setTransactionRetentionDuration is %q: the txn of a partition idle that long would expire, and its events be written twice; unset it", v)
+	}
+	tableFields, err := deltalog.ParseSchema(m.SchemaString)
+	if err != nil {
+		return err
+	}
+	mine := s.fields()
+	for _, f := range mine {
+		i := slices.IndexFunc(tableFields, func(t deltalog.StructField) bool { return strings.EqualFold(t.Name, f.Name) })
+		switch {
+		case i < 0:
+			return fmt.Errorf("column %s is not in the table's schema (the sink does not change a schema)", f.Name)
+		case tableFields[i].Name != f.Name:
+			return fmt.Errorf("column %s is %s in the table's schema; name it so", f.Name, tableFields[i].Name)
+		case tableFields[i].TypeName() != f.TypeName():
+			return fmt.Errorf("column %s is %s in the table's schema, %s in the columns", f.Name, typeOf(tableFields[i]), f.TypeName())
+		case !tableFields[i].Nullable && f.Nullable:
+			return fmt.Errorf("column %s is not nullable in the table's schema; the mapping makes it nullable", f.Name)
+		}
+		if _, ok := tableFields[i].Metadata["delta.invariants"]; ok {
+			return fmt.Errorf("column %s has an invariant, which this writer does not check", f.Name)
+		}
+	}
+	for _, t := range tableFields {
+		if !t.Nullable && !slices.ContainsFunc(mine, func(f deltalog.StructField) bool { return f.Name == t.Name }) {
+			return fmt.Errorf("column %s of the table is not nullable and not in the columns", t.Name)
+		}
+	}
+	return nil
+}
+
+// partitionColumns are the table's partition columns, by partition_by.
+func (s *sink) partitionColumns() []string {
+	out := []string{}
+	for _, p := range s.parts {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+func typeOf(f deltalog.StructField) string {
+	if n := f.TypeName(); n != "" {
+		return n
+	}
+	return string(f.Type)
+}
+
+// commitInfo is the provenance of a commit, for humans and DESCRIBE
+// HISTORY; readers do not need it.
+func (s *sink) commitInfo(op string, params map[string]any) map[string]any {
+	if params == nil {
+		params = map[string]any{}
+	}
+	build := buildinfo.Get()
+	return map[string]any{
+		"timestamp": s.now().UnixMilli(), "operation": op, "operationParameters": params,
+		"engineInfo": "ehsink/" + build.Version, "isBlindAppend": true,
+	}
+}
+
+// appID is the partition's txn application id: connector, namespace,
+// event hub, consumer group and partition, the identity of an event
+// stream that stays the same across restarts and replicas.
+func appID(info sinks.Info, partition string) string {
+	return strings.Join([]string{"ehsink", info.Connector, info.Namespace, info.EventHub, info.ConsumerGroup, partition}, "/")
+}
+
+// fileTag names a connector's data files: a short hash of the stream it
+// reads (connector, namespace, event hub, consumer group), so that the
+// sink removes only its own orphans (vacuum).
+func fileTag(info sinks.Info) string {
+	h := sha256.Sum256([]byte(appID(info, "")))
+	return hex.EncodeToString(h[:6])
+}
+
+// vacuum removes the data files of this connector that no version adds
+// and no tombstone keeps, older than orphan_age: those of a flush that
+// died before its commit (younger ones may belong to a commit in
+// flight, of this replica or another). It lists the whole table, so it
+// runs once, when the sink starts.
+func (s *sink) vacuum(ctx context.Context, snap *deltalog.Snapshot) error {
+	files, err := s.store.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	prefix := "part-" + s.tag + "-"
+	cutoff := s.now().Add(-s.cfg.OrphanAge)
+	removed := 0
+	for _, f := range files {
+		base := path.Base(f.Name)
+		if strings.HasPrefix(f.Name, deltalog.Dir) || !strings.HasPrefix(base, prefix) || f.ModTime.After(cutoff) {
+			continue
+		}
+		if _, live := snap.Files[f.Name]; live {
+			continue
+		}
+		if _, kept := snap.Tombstones[f.Name]; kept {
+			continue
+		}
+		if err := s.store.Remove(ctx, f.Name); err != nil {
+			return err
+		}
+		removed++
+	}
+	if removed > 0 {
+		s.log.Info("removed data files no commit took", "files", removed, "older_than", s.cfg.OrphanAge)
+	}
+	return nil
+}
+
+// current returns the newest state of the log the sink has read.
+func (s *sink) current() *deltalog.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap
+}
+
+// Close releases nothing the writers share but marks the sink closed.
+// Writers must be closed first. Close is idempotent.
+func (s *sink) Close(ctx context.Context) error {
+	s.closed.Store(true)
+	if s.dl != nil {
+		return s.dl.Close(ctx)
+	}
+	return nil
+}
+
+// Open reads the log again and returns the partition's writer and its
+// watermark: the version of the partition's txn, the sequence number of
+// the last event committed. The sink is authoritative on resume. ctx
+// bounds the call only.
+func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+	if s.closed.Load() {
+		return nil, nil, sinks.ErrClosed
+	}
+	s.mu.Lock()
+	err := s.dlog.Update(ctx, s.snap)
+	snap := s.snap
+	var v int64
+	var ok bool
+	if err == nil {
+		v, ok = snap.TxnVersion(appID(s.info, partition))
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("connector %q partition %s: open: table %s: %w", s.info.Connector, partition, s.cfg.Table, err)
+	}
+	w := &writer{s: s, partition: partition, app: appID(s.info, partition), log: s.log.With("partition", partition)}
+	if s.dl != nil {
+		dw, _, err := s.dl.Open(ctx, partition)
+		if err != nil {
+			return nil, nil, err
+		}
+		w.dl = dw.(*writer)
+	}
+	if ok {
+		w.watermark = &sinks.Position{SequenceNumber: v}
+	}
+	return w, w.watermark, nil
+}
+
+// step runs the test hook at a step of a commit.
+func (s *sink) step(name string) error {
+	if s.hook == nil {
+		return nil
+	}
+	if err := s.hook(name); err != nil {
+		return &stepError{step: name, err: err}
+	}
+	return nil
+}
+
+// stepError is a failure the test hook injected at a step of a commit:
+// the Flush stops there, as the process would have.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// dataFileName is a new data file's name under its partition folder:
+// Spark's part-*.parquet shape with the partition's tag, so that its
+// files can be told apart, and a fresh UUID.
+func dataFileName(dir, tag, codec string) string {
+	return dir + "part-" + tag + "-" + uuid.NewString() + "." + codec + ".parquet"
+}
