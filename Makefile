@@ -15,7 +15,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X $(BUILDINFO).
 CONFIG   ?= connectors.yaml
 FUZZTIME ?= 5s
 
-.PHONY: help build build-static config-test image run test unit fuzz lint tools services bench bench-e2e bench-e2e-avro bench-fresh chaos chaos-short chaos-ci clean
+.PHONY: help build build-static config-test image run test unit fuzz lint tools services bench bench-e2e bench-e2e-avro bench-fresh bench-balance chaos chaos-short chaos-ci clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -136,6 +136,9 @@ bench-e2e: ## ehsink end to end against raw drain, COPY and merge baselines (EVE
 # benchmark's, in test/bench/fresh_test.go.
 bench-fresh: ## freshness: p50/p95/p99 of enqueued → committed (PostgreSQL append) at fixed rates (RATES=200,2000,20000 events/s, DURATION=15s each), at defaults beside min_events: 2000
 	RATES=$(RATES) DURATION=$(DURATION) $(GO) test -run '^$$' -bench '^BenchmarkFreshness$$' -benchtime 1x -timeout 60m ./test/bench/
+
+bench-balance: ## many partitions at default load balancing: a lone replica's claims, balance after staggered starts, failover after a kill, Blob requests and cost per partition-hour (SHAPES=32x3,100x3,1024x3,1024x10 partitions x replicas; STAGGER=2s; STEADY=1m)
+	SHAPES=$(SHAPES) STAGGER=$(STAGGER) STEADY=$(STEADY) $(GO) test -run '^$$' -bench '^BenchmarkBalance$$' -benchtime 1x -timeout 90m ./test/bench/
 
 bench-e2e-avro: ## the Avro decode path end to end: JSON and Avro orders into PostgreSQL append, each against its hub's raw drain (EVENTS=1000000)
 	EVENTS=$(or $(EVENTS),1000000) $(GO) test -run '^$$' -bench '^BenchmarkE2EAvro$$' -benchtime 1x -timeout 60m ./test/bench/
