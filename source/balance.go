@@ -182,24 +182,39 @@ func (s *Source) ownerSeen(id string) (owner string, ok bool) {
 // SDK's own balanced strategy claims one partition per round, so that a
 // lone replica needed 32 update intervals to own 32 partitions. The greedy
 // strategy keeps the SDK's choice.
-func (r *resumeStore) plan(proposed []azeventhubs.Ownership) []azeventhubs.Ownership {
+func (r *resumeStore) plan(ctx context.Context, proposed []azeventhubs.Ownership) []azeventhubs.Ownership {
 	s := r.s
 	if !strings.EqualFold(s.opts.LoadBalancing.Strategy, string(azeventhubs.ProcessorStrategyBalanced)) || len(proposed) == 0 {
 		return proposed
 	}
 	template := proposed[0]
+	ids := r.partitionIDs(ctx, proposed)
 	r.rndMu.Lock()
 	defer r.rndMu.Unlock()
 	if r.rnd == nil {
 		r.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	return planBalanced(s.lastListing(), r.partitionIDs(proposed), s.owner, s.opts.LoadBalancing.OwnershipExpiration, time.Now(), template, r.rnd)
+	return planBalanced(s.lastListing(), ids, s.owner, s.opts.LoadBalancing.OwnershipExpiration, time.Now(), template, r.rnd)
 }
 
-// partitionIDs returns the hub's partitions as the source read them at
-// New, with any the processor proposes besides.
-func (r *resumeStore) partitionIDs(proposed []azeventhubs.Ownership) []string {
-	ids := append([]string(nil), r.s.partitions...)
+// partitionIDs returns the hub's partitions, read again at every round so
+// that partitions added to a running hub (Premium and Dedicated allow it)
+// are claimed at the next round (the SDK's processor reads them once, at
+// its start); the last list read when the read fails. Any partition the
+// processor proposes is added.
+func (r *resumeStore) partitionIDs(ctx context.Context, proposed []azeventhubs.Ownership) []string {
+	s := r.s
+	rctx, cancel := context.WithTimeout(ctx, s.opts.LoadBalancing.UpdateInterval/4)
+	ids, err := s.props.PartitionIDs(rctx)
+	cancel()
+	s.mu.Lock()
+	if err == nil && len(ids) > 0 {
+		s.partitions = ids
+	} else {
+		ids = s.partitions
+	}
+	s.mu.Unlock()
+	ids = append([]string(nil), ids...)
 	for _, o := range proposed {
 		if !contains(ids, o.PartitionID) {
 			ids = append(ids, o.PartitionID)

@@ -68,28 +68,47 @@ func (p *propsClient) drop(c *azeventhubs.ConsumerClient) {
 // would hang until go-amqp's idle timeout, 60 s. The connection is then
 // dropped, and closing it ends the call left behind.
 func (p *propsClient) PartitionProperties(ctx context.Context, id string) (azeventhubs.PartitionProperties, error) {
+	return propsCall(ctx, p, func(c *azeventhubs.ConsumerClient) (azeventhubs.PartitionProperties, error) {
+		return c.GetPartitionProperties(ctx, id, nil)
+	})
+}
+
+// PartitionIDs reads the hub's partitions, as PartitionProperties reads a
+// partition's properties.
+func (p *propsClient) PartitionIDs(ctx context.Context) ([]string, error) {
+	props, err := propsCall(ctx, p, func(c *azeventhubs.ConsumerClient) (azeventhubs.EventHubProperties, error) {
+		return c.GetEventHubProperties(ctx, nil)
+	})
+	return props.PartitionIDs, err
+}
+
+// propsCall runs one management call on p's current client, returning
+// when ctx ends whatever the call does, and dropping the client when the
+// call fails or does not answer.
+func propsCall[T any](ctx context.Context, p *propsClient, call func(*azeventhubs.ConsumerClient) (T, error)) (T, error) {
+	var zero T
 	c, err := p.get()
 	if err != nil {
-		return azeventhubs.PartitionProperties{}, err
+		return zero, err
 	}
 	type result struct {
-		props azeventhubs.PartitionProperties
-		err   error
+		v   T
+		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		props, err := c.GetPartitionProperties(ctx, id, nil)
-		done <- result{props, err}
+		v, err := call(c)
+		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
 		if r.err != nil {
 			p.drop(c)
 		}
-		return r.props, r.err
+		return r.v, r.err
 	case <-ctx.Done():
 		p.drop(c)
-		return azeventhubs.PartitionProperties{}, fmt.Errorf("no answer: %w", ctx.Err())
+		return zero, fmt.Errorf("no answer: %w", ctx.Err())
 	}
 }
 

@@ -106,7 +106,7 @@ func (r *resumeStore) ClaimOwnership(ctx context.Context, owns []azeventhubs.Own
 		defer cancel()
 		got, _, err = claimEach(rctx, r.CheckpointStore, owns, opts)
 	default:
-		if owns = r.s.holdClaims(r.s.dropGivenUp(r.plan(owns))); len(owns) == 0 {
+		if owns = r.s.holdClaims(r.s.dropGivenUp(r.plan(ctx, owns))); len(owns) == 0 {
 			return nil, nil
 		}
 		// The lease of what comes back runs from the first attempt's

@@ -40,17 +40,16 @@ type Source struct {
 	ns      string       // fully qualified namespace as the SDK sees it (host[:port])
 	hub     string
 	owner   string
-	// partitions are the hub's partition IDs, read by New
-	partitions []string
-	log        *slog.Logger
-	started    atomic.Bool
-	closed     atomic.Bool
+	log     *slog.Logger
+	started atomic.Bool
+	closed  atomic.Bool
 
 	lastMu sync.Mutex       // guards last
 	last   map[string]int64 // the last enqueued sequence number each partition-properties call read, by partition
 
-	mu         sync.Mutex                         // guards the 14 following fields
+	mu         sync.Mutex                         // guards the 15 following fields
 	startAttrs map[string][]any                   // where each claimed partition starts, for its "partition claimed" line
+	partitions []string                           // the hub's partition IDs, read by New and at every claim round
 	listed     map[string]azeventhubs.Ownership   // the ownership listing of the last claim round, by partition
 	claimed    map[string]azeventhubs.Ownership   // partitions this replica owned after the last ClaimOwnership, with their leases
 	resolved   map[string]*azeventhubs.Checkpoint // resume positions worked out for claimed partitions not yet released (nil: start position)
@@ -206,7 +205,9 @@ func (s *Source) check(ctx context.Context, probe *azeventhubs.ConsumerClient) (
 	if len(props.PartitionIDs) == 0 {
 		return 0, fmt.Errorf("event hub %q: no partitions", s.hub)
 	}
+	s.mu.Lock()
 	s.partitions = props.PartitionIDs
+	s.mu.Unlock()
 	return len(props.PartitionIDs), s.checkGroup(ctx, probe, heldPartition(ctx, probe, props.PartitionIDs))
 }
 
