@@ -21,3 +21,6 @@ const (
 	FromCheckpoint = fromCheckpoint
 	FromWatermark  = fromWatermark
 )
+
+// ReadLease is readLease, for the tests of every store's Lease.
+var ReadLease = readLease

@@ -23,11 +23,12 @@ type leaseReader interface {
 	Lease(ctx context.Context, ns, hub, group, partition string) (o azeventhubs.Ownership, found bool, err error)
 }
 
-// ReadLease reads one partition's lease through store when it is a
+// readLease reads one partition's lease through store when it is a
 // leaseReader (a wrapper of a store that is not one answers
-// errors.ErrUnsupported); ok is false when it is not (the caller lists the
-// leases instead).
-func ReadLease(ctx context.Context, store azeventhubs.CheckpointStore, ns, hub, group, partition string) (o azeventhubs.Ownership, found, ok bool, err error) {
+// errors.ErrUnsupported); ok is false when it is not. Every store of this
+// package and its wrappers have a Lease method of this shape: the source
+// reads a lease through it, and lists the leases where a store has none.
+func readLease(ctx context.Context, store azeventhubs.CheckpointStore, ns, hub, group, partition string) (o azeventhubs.Ownership, found, ok bool, err error) {
 	lr, ok := store.(leaseReader)
 	if !ok {
 		return azeventhubs.Ownership{}, false, false, nil
@@ -91,12 +92,12 @@ func (s *FileStore) Lease(_ context.Context, ns, hub, group, partition string) (
 func (l *LowercaseStore) Lease(ctx context.Context, ns, hub, group, partition string) (azeventhubs.Ownership, bool, error) {
 	n := names{ns, hub, group}
 	lo := n.lower()
-	o, found, ok, err := ReadLease(ctx, l.store, lo.ns, lo.eh, lo.cg, partition)
+	o, found, ok, err := readLease(ctx, l.store, lo.ns, lo.eh, lo.cg, partition)
 	if !ok {
 		return azeventhubs.Ownership{}, false, errors.ErrUnsupported
 	}
 	if err == nil && !found && lo != n {
-		o, found, _, err = ReadLease(ctx, l.store, n.ns, n.eh, n.cg, partition)
+		o, found, _, err = readLease(ctx, l.store, n.ns, n.eh, n.cg, partition)
 	}
 	o.FullyQualifiedNamespace, o.EventHubName, o.ConsumerGroup = n.ns, n.eh, n.cg
 	return o, found, err
@@ -104,7 +105,7 @@ func (l *LowercaseStore) Lease(ctx context.Context, ns, hub, group, partition st
 
 // Lease reads the lease under the stored namespace.
 func (a *namespaceAlias) Lease(ctx context.Context, ns, hub, group, partition string) (azeventhubs.Ownership, bool, error) {
-	o, found, ok, err := ReadLease(ctx, a.store, a.in(ns), hub, group, partition)
+	o, found, ok, err := readLease(ctx, a.store, a.in(ns), hub, group, partition)
 	if !ok {
 		return azeventhubs.Ownership{}, false, errors.ErrUnsupported
 	}

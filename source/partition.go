@@ -9,7 +9,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
-	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -305,7 +304,7 @@ func (s *Source) leaseHeld(ctx context.Context, id string) (owner string, ok boo
 	live := func(o azeventhubs.Ownership) bool {
 		return o.OwnerID != s.owner && o.OwnerID != "" && time.Since(o.LastModifiedTime) < s.opts.LoadBalancing.OwnershipExpiration
 	}
-	o, found, supported, err := checkpoint.ReadLease(ctx, s.opts.Store, s.ns, s.hub, s.opts.ConsumerGroup, id)
+	o, found, supported, err := readLease(ctx, s.opts.Store, s.ns, s.hub, s.opts.ConsumerGroup, id)
 	if supported {
 		if err != nil || !found || !live(o) {
 			return s.owner, true, err
@@ -322,6 +321,26 @@ func (s *Source) leaseHeld(ctx context.Context, id string) (owner string, ok boo
 		}
 	}
 	return s.owner, true, nil
+}
+
+// leaseReader is a store that reads one partition's lease on its own:
+// every store of package checkpoint and its wrappers are.
+type leaseReader interface {
+	Lease(ctx context.Context, ns, hub, group, partition string) (o azeventhubs.Ownership, found bool, err error)
+}
+
+// readLease reads one lease through store; supported is false when store
+// cannot (a wrapper over a store that cannot answers errors.ErrUnsupported).
+func readLease(ctx context.Context, store azeventhubs.CheckpointStore, ns, hub, group, id string) (o azeventhubs.Ownership, found, supported bool, err error) {
+	lr, ok := store.(leaseReader)
+	if !ok {
+		return o, false, false, nil
+	}
+	o, found, err = lr.Lease(ctx, ns, hub, group, id)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return azeventhubs.Ownership{}, false, false, nil
+	}
+	return o, found, true, err
 }
 
 // takenOver reports whether the partition is lost: Receive or Checkpoint

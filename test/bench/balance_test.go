@@ -134,11 +134,13 @@ func (k killable) Lease(ctx context.Context, ns, hub, group, partition string) (
 	if k.r.dead.Load() {
 		return azeventhubs.Ownership{}, false, errKilled
 	}
-	o, found, ok, err := checkpoint.ReadLease(ctx, k.CheckpointStore, ns, hub, group, partition)
+	lr, ok := k.CheckpointStore.(interface {
+		Lease(ctx context.Context, ns, hub, group, partition string) (azeventhubs.Ownership, bool, error)
+	})
 	if !ok {
-		return o, found, errors.ErrUnsupported
+		return azeventhubs.Ownership{}, false, errors.ErrUnsupported
 	}
-	return o, found, err
+	return lr.Lease(ctx, ns, hub, group, partition)
 }
 
 func balanceShape(b *testing.B, parts, replicas int, stagger, steady time.Duration) {
@@ -180,6 +182,10 @@ func balanceShape(b *testing.B, parts, replicas int, stagger, steady time.Durati
 		if err != nil {
 			b.Fatal(err)
 		}
+		// as the connector keeps an emulator's state: under a namespace
+		// without the port (a namespace with one also gets a checkpoint
+		// copy for the JavaScript SDK, which real namespaces never need)
+		store = checkpoint.AliasNamespace(store, srv.Addr(), connector.EmulatorNamespace)
 		src, err := source.New(ctx, source.Options{Connection: secret.String(srv.ConnectionString("orders")), Store: killable{store, r}, InstanceID: r.name})
 		if err != nil {
 			b.Fatal(err)
