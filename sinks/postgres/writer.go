@@ -411,6 +411,7 @@ func (w *writer) Flush(ctx context.Context) (*sinks.Position, error) {
 			}
 		}
 		if !errors.Is(err, errFenceLost) {
+			w.s.dropIdleAfterLoss(err)
 			return nil, w.errorf("flush: %w", classify(err))
 		}
 		if attempt == maxFenceRetries {
@@ -739,6 +740,22 @@ func (d *deadSource) Err() error { return nil }
 
 // closeTimeout bounds closing a connection after a failure.
 const closeTimeout = time.Second
+
+// dropIdleAfterLoss closes the pool's idle sessions when err says the
+// server went away (a restart or a failover ends every session): the pool
+// pings an idle session before handing it out only after a second of
+// idleness, so the retry of the flush would otherwise meet a session the
+// server had ended. New sessions are dialed as needed.
+func (s *sink) dropIdleAfterLoss(err error) {
+	var pgErr *pgconn.PgError
+	lost := errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08"))
+	if !lost && !errors.As(err, &pgErr) {
+		lost = isTransient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+	}
+	if lost {
+		s.pool.Reset()
+	}
+}
 
 // acquire takes a pool connection for one transaction. release gives it
 // back; after a failure it closes the connection first: after a failed COPY
