@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -329,7 +330,7 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 // the claim so the status shows it from the start, not only once this run
 // writes its own.
 func (r *Runner) newPartitionRun(src Partition, w sinks.Writer, wm *sinks.Position, log *slog.Logger) *partitionRun {
-	pr := &partitionRun{r: r, p: w, src: src, beat: heartbeat(src), log: log, watermark: wm, lastCkptAt: r.opts.now(),
+	pr := &partitionRun{r: r, p: w, src: src, beat: heartbeat(src), log: log, watermark: wm, lastCkptAt: r.opts.now().Add(-checkpointPhase(r.opts.CheckpointEveryInterval)),
 		ckptBackoff: backoff.Backoff{Initial: r.opts.Retry.InitialBackoff, Max: r.opts.Retry.MaxBackoff},
 		met:         r.opts.Metrics.forPartition(r.opts.Connector, src.ID())}
 	if sc, ok := src.(storedCheckpointer); ok {
@@ -464,4 +465,16 @@ func posAttr(p *sinks.Position) slog.Value {
 		return slog.StringValue("none")
 	}
 	return slog.GroupValue(slog.Int64("seq", p.SequenceNumber), slog.String("offset", p.Offset))
+}
+
+// checkpointPhase is how far into its checkpoint interval a partition
+// starts: a random part of it. Partitions claimed together (a replica's
+// start, a failover: hundreds at once) would otherwise checkpoint in the
+// same instant, interval after interval: a burst of store requests each
+// time, where the same requests spread over the interval cost nothing more.
+func checkpointPhase(every time.Duration) time.Duration {
+	if every <= 0 {
+		return 0
+	}
+	return rand.N(every)
 }

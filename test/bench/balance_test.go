@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"sort"
@@ -203,7 +204,8 @@ func balanceShape(b *testing.B, parts, replicas int, stagger, steady time.Durati
 				defer func() { r.mu.Lock(); delete(r.owned, p.ID()); r.moves++; r.mu.Unlock() }()
 				// what the connector's checkpoints cost: one per
 				// every_interval, each after a lease read
-				last := time.Now()
+				// a random phase, as the connector's runner gives each partition
+				last := time.Now().Add(-rand.N(ckptEvery))
 				var pos *sinks.Position
 				for ctx.Err() == nil {
 					batch, err := p.Receive(ctx)
