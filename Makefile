@@ -137,8 +137,8 @@ bench-e2e: ## ehsink end to end against raw drain, COPY and merge baselines (EVE
 bench-fresh: ## freshness: p50/p95/p99 of enqueued → committed (PostgreSQL append) at fixed rates (RATES=200,2000,20000 events/s, DURATION=15s each), at defaults beside min_events: 2000
 	RATES=$(RATES) DURATION=$(DURATION) $(GO) test -run '^$$' -bench '^BenchmarkFreshness$$' -benchtime 1x -timeout 60m ./test/bench/
 
-bench-balance: ## many partitions at default load balancing: a lone replica's claims, balance after staggered starts, failover after a kill, Blob requests and cost per partition-hour (SHAPES=32x3,100x3,1024x3,1024x10 partitions x replicas; STAGGER=2s; STEADY=1m)
-	SHAPES=$(SHAPES) STAGGER=$(STAGGER) STEADY=$(STEADY) $(GO) test -run '^$$' -bench '^BenchmarkBalance$$' -benchtime 1x -timeout 90m ./test/bench/
+bench-balance: ## many partitions at default load balancing: a lone replica's claims, balance after staggered starts, failover after a kill, Blob requests and cost per partition-hour (SHAPES=32x3,100x3,1024x3,1024x10 partitions x replicas; STAGGER=2s; STEADY=1m; STORE=file for the local file store)
+	SHAPES=$(SHAPES) STAGGER=$(STAGGER) STEADY=$(STEADY) STORE=$(STORE) $(GO) test -run '^$$' -bench '^BenchmarkBalance$$' -benchtime 1x -timeout 90m ./test/bench/
 
 bench-e2e-avro: ## the Avro decode path end to end: JSON and Avro orders into PostgreSQL append, each against its hub's raw drain (EVENTS=1000000)
 	EVENTS=$(or $(EVENTS),1000000) $(GO) test -run '^$$' -bench '^BenchmarkE2EAvro$$' -benchtime 1x -timeout 60m ./test/bench/
