@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,20 +21,19 @@ const claimParallelism = 32
 // planBalanced is the balanced strategy: which leases this replica (me)
 // claims in a round, given the listing the round began with and the hub's
 // partitions. It keeps its live leases; takes free partitions (never
-// owned, released or expired) at once up to its fair share; and takes
-// from a live replica only what that replica holds above the most a
-// replica may hold (its excess), never more than this replica lacks.
+// owned, released or expired) at once up to its fair share; and, while
+// still below it, takes what live replicas hold above it, one partition
+// at a time from the fullest, never more than this replica lacks.
 //
 // The fair share counts the replicas that hold a live lease, this one
 // included: P partitions over N replicas is P/N each, one more for P%N of
 // them. A replica below P/N takes what it lacks in one round, so that N
-// replicas are balanced within a round or two of the last one starting,
-// not one partition per round (32 rounds for 32 partitions). A replica
-// never takes an owner below the most it may hold, so two replicas
-// starting in the same round can take from the same owner only what that
-// owner holds above its share: the round after, the one left short takes
-// its difference from the one above, and nothing moves once every replica
-// holds P/N or P/N+1.
+// replicas are balanced in the round of the last one to start, not one
+// partition per round (32 rounds for 32 partitions). A replica never
+// takes an owner below the share, so two replicas starting in the same
+// round overshoot by at most what they both took from one owner: the
+// round after, the one left short takes its difference from the one
+// above, and nothing moves once every replica holds P/N or P/N+1.
 //
 // template carries the namespace, hub and consumer group for partitions
 // the listing does not hold yet.
@@ -44,7 +44,7 @@ func planBalanced(listing []azeventhubs.Ownership, ids []string, me string, expi
 	}
 	all := append([]string(nil), ids...)
 	for id := range byID {
-		if !contains(ids, id) {
+		if !slices.Contains(ids, id) {
 			all = append(all, id)
 		}
 	}
@@ -129,15 +129,6 @@ func planBalanced(listing []azeventhubs.Ownership, ids []string, me string, expi
 	return claim
 }
 
-func contains(ids []string, id string) bool {
-	for _, v := range ids {
-		if v == id {
-			return true
-		}
-	}
-	return false
-}
-
 // noteListing keeps the ownership listing a claim round began with: the
 // balanced strategy plans from it, and Checkpoint names a partition's new
 // owner from it.
@@ -216,7 +207,7 @@ func (r *resumeStore) partitionIDs(ctx context.Context, proposed []azeventhubs.O
 	s.mu.Unlock()
 	ids = append([]string(nil), ids...)
 	for _, o := range proposed {
-		if !contains(ids, o.PartitionID) {
+		if !slices.Contains(ids, o.PartitionID) {
 			ids = append(ids, o.PartitionID)
 		}
 	}
