@@ -260,9 +260,8 @@ func (p *Partition) events(got []*azeventhubs.ReceivedEventData) []sinks.Event {
 // names another live owner, it writes nothing and returns an error
 // matching ErrOwnershipLost, so a replica that lost a partition never
 // moves the new owner's checkpoint. The lease is read on its own where the
-// store can (a read, where listing the consumer
-// group's leases is billed as a write and doubled what a partition cost).
-// ctx bounds the call.
+// store can: a read, where listing the consumer group's leases is billed
+// as a write and doubled what a partition cost. ctx bounds the call.
 func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
 	if p.lost.Load() {
 		return p.lostErr(nil)
@@ -301,12 +300,12 @@ func (p *Partition) Checkpoint(ctx context.Context, pos sinks.Position) error {
 // leaseHeld reads partition id's lease from the store and reports whether
 // no other replica holds it (owner names the one that does).
 func (s *Source) leaseHeld(ctx context.Context, id string) (owner string, ok bool, err error) {
-	live := func(o azeventhubs.Ownership) bool {
+	heldByOther := func(o azeventhubs.Ownership) bool {
 		return o.OwnerID != s.owner && o.OwnerID != "" && time.Since(o.LastModifiedTime) < s.opts.LoadBalancing.OwnershipExpiration
 	}
 	o, found, supported, err := readLease(ctx, s.opts.Store, s.ns, s.hub, s.opts.ConsumerGroup, id)
 	if supported {
-		if err != nil || !found || !live(o) {
+		if err != nil || !found || !heldByOther(o) {
 			return s.owner, true, err
 		}
 		return o.OwnerID, false, nil
@@ -316,7 +315,7 @@ func (s *Source) leaseHeld(ctx context.Context, id string) (owner string, ok boo
 		return "", false, err
 	}
 	for _, o := range owners {
-		if o.PartitionID == id && live(o) {
+		if o.PartitionID == id && heldByOther(o) {
 			return o.OwnerID, false, nil
 		}
 	}
