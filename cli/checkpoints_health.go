@@ -40,7 +40,7 @@ type health struct {
 //     other replica may take the partition;
 //   - the checkpoint was last written more than stalledAfter ago (the time
 //     of its blob or file: a healthy owner checkpoints every
-//     checkpoint.every_interval, 1s by default, or every_events);
+//     checkpoint.every_interval, 20s by default, or every_events);
 //   - the oldest event after the checkpoint was enqueued more than
 //     stalledAfter ago: an old checkpoint on a partition that was merely
 //     quiet until a moment ago is not a stall. When the newest event is
