@@ -3,6 +3,7 @@ package connector_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -243,32 +244,7 @@ connectors:
 			log := replicaLogs(t)
 			feed := feedPartitions(t, ctx, conn, partitions, 100*time.Millisecond)
 
-			cfgA, regA, metA := loadWithMetrics(t, dir, config(proxied))
-			ctlA := connector.NewControl()
-			doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Control: ctlA, Logger: log.With("replica", "A")})
-			defer stopA()
-			cfgB, regB, metB := loadWithMetrics(t, t.TempDir(), config(dsn))
-			ctlB := connector.NewControl()
-			doneB, stopB := runInBackground(ctx, cfgB, connector.RunOptions{Metrics: metB, Control: ctlB, Logger: log.With("replica", "B")})
-			defer stopB()
-			runs := map[string]chan error{"A": doneA, "B": doneB}
-			ctls := map[string]*connector.Control{"A": ctlA, "B": ctlB}
-			owner := func(p string) string { return ownedPartitions(t, ctls)[p] }
-
-			waitUntil(t, ctx, doneA, "A and B own 4 partitions each and every partition commits", func() bool {
-				own := ownedPartitions(t, ctls)
-				n := map[string]int{}
-				for _, who := range own {
-					n[who]++
-				}
-				c := committedByPartition(t, regA, regB)
-				for p := range partitions {
-					if c[strconv.Itoa(p)] == 0 {
-						return false
-					}
-				}
-				return n["A"] == partitions/2 && n["B"] == partitions/2
-			})
+			regA, regB, ctls, runs, owner, stopA, stopB := startSplitPair(t, ctx, dir, config(proxied), config(dsn), log, partitions)
 			ownedByA := ownedPartitions(t, ctls)
 			watch := newUnreadWatch(feed, regA, regB)
 			watch.watchFor(t, ctx, 3*time.Second, runs, owner) // steady state
@@ -293,9 +269,44 @@ connectors:
 			proxy.Heal()
 			feed.close()
 			total := feed.total()
-			waitForRows(t, ctx, doneA, dsn, total)
+			waitForRows(t, ctx, runs["A"], dsn, total)
 			stopRuns(t, runs, stopA, stopB)
 			wantEveryEventOnce(t, ctx, dsn, total)
 		})
 	}
+}
+
+// startSplitPair runs replicas A (configA, its dependencies behind the
+// test's fault proxies) and B (configB) of one connector, and waits until
+// each owns half of the partitions and every partition has committed. It
+// returns their metrics, controls and runs, the owner of a partition now,
+// and the stops of A and B.
+func startSplitPair(t *testing.T, ctx context.Context, dir, configA, configB string, log *slog.Logger, partitions int) (regA, regB *prometheus.Registry, ctls map[string]*connector.Control, runs map[string]chan error, owner func(string) string, stopA, stopB func()) {
+	t.Helper()
+	cfgA, regA, metA := loadWithMetrics(t, dir, configA)
+	ctlA := connector.NewControl()
+	doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Control: ctlA, Logger: log.With("replica", "A")})
+	t.Cleanup(stopA)
+	cfgB, regB, metB := loadWithMetrics(t, t.TempDir(), configB)
+	ctlB := connector.NewControl()
+	doneB, stopB := runInBackground(ctx, cfgB, connector.RunOptions{Metrics: metB, Control: ctlB, Logger: log.With("replica", "B")})
+	t.Cleanup(stopB)
+	runs = map[string]chan error{"A": doneA, "B": doneB}
+	ctls = map[string]*connector.Control{"A": ctlA, "B": ctlB}
+	owner = func(p string) string { return ownedPartitions(t, ctls)[p] }
+
+	waitUntil(t, ctx, doneA, "A and B own half the partitions each and every partition commits", func() bool {
+		n := map[string]int{}
+		for _, who := range ownedPartitions(t, ctls) {
+			n[who]++
+		}
+		c := committedByPartition(t, regA, regB)
+		for p := range partitions {
+			if c[strconv.Itoa(p)] == 0 {
+				return false
+			}
+		}
+		return n["A"] == partitions/2 && n["B"] == partitions/2
+	})
+	return regA, regB, ctls, runs, owner, stopA, stopB
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/testenv"
 )
@@ -58,32 +56,7 @@ connectors:
 			log := slog.New(slog.NewTextHandler(logs, nil))
 			feed := feedPartitions(t, ctx, conn, partitions, 100*time.Millisecond)
 
-			cfgA, regA, metA := loadWithMetrics(t, dir, config(proxied))
-			ctlA := connector.NewControl()
-			doneA, stopA := runInBackground(ctx, cfgA, connector.RunOptions{Metrics: metA, Control: ctlA, Logger: log.With("replica", "A")})
-			defer stopA()
-			cfgB, regB, metB := loadWithMetrics(t, t.TempDir(), config(dsn))
-			ctlB := connector.NewControl()
-			doneB, stopB := runInBackground(ctx, cfgB, connector.RunOptions{Metrics: metB, Control: ctlB, Logger: log.With("replica", "B")})
-			defer stopB()
-			runs := map[string]chan error{"A": doneA, "B": doneB}
-			ctls := map[string]*connector.Control{"A": ctlA, "B": ctlB}
-			owner := func(p string) string { return ownedPartitions(t, ctls)[p] }
-
-			waitUntil(t, ctx, doneA, "A and B own 4 partitions each and every partition commits", func() bool {
-				own := ownedPartitions(t, ctls)
-				n := map[string]int{}
-				for _, who := range own {
-					n[who]++
-				}
-				c := committedByPartition(t, regA, regB)
-				for p := range partitions {
-					if c[strconv.Itoa(p)] == 0 {
-						return false
-					}
-				}
-				return n["A"] == partitions/2 && n["B"] == partitions/2
-			})
+			regA, regB, ctls, runs, owner, stopA, stopB := startSplitPair(t, ctx, dir, config(proxied), config(dsn), log, partitions)
 			ownedByA := ownedPartitions(t, ctls)
 			before := committedByPartition(t, regA)
 			proxy.Set(faultproxy.Fault{Latency: latency})
@@ -120,7 +93,7 @@ connectors:
 			// heal only shortens the final drain.
 			feed.close()
 			total := feed.total()
-			waitForRows(t, ctx, doneA, dsn, total)
+			waitForRows(t, ctx, runs["A"], dsn, total)
 			proxy.Heal()
 			stopRuns(t, runs, stopA, stopB)
 			wantEveryEventOnce(t, ctx, dsn, total)
