@@ -25,6 +25,13 @@ var ErrGiveUp = errors.New("partition given up")
 // "fail".
 var ErrInvalidCheckpoint = errors.New("invalid checkpoint")
 
+// errReceiveFailed marks a receive failure that reopening the partition
+// may cure (a connection lost, refused or timed out, a busy service: what
+// outlasted the SDK's retries), as opposed to refused credentials or a
+// missing event hub. The source reopens such a partition at its next
+// claim round instead of failing the connector.
+var errReceiveFailed = errors.New("receive failed")
+
 // errSourceClosed is returned by calls made after [Source.Close].
 var errSourceClosed = errors.New("source is closed")
 

@@ -355,3 +355,59 @@ func TestWatchdogWaitsForSlowClaims(t *testing.T) {
 	}
 	checkOncePerKeyInOrder(t, rec.events, 400)
 }
+
+// TestReceiveFailureReopensThePartition: once every partition is read to
+// its end, the emulator drops every connection and more events are sent;
+// the SDK does not retry (WithoutClientRetries), so the next receives fail
+// with the lost connection. That must not stop Run: each failed partition
+// ends and the processor opens it again on a new connection, and every
+// partition is read to its new end, each event once (a connector that
+// failed on the first lost connection stopped reading for good).
+func TestReceiveFailureReopensThePartition(t *testing.T) {
+	ctx := testContext(t)
+	srv, conn := ordersWithDemo(t, ctx, 2, produce.DemoOptions{Count: 100, Keys: 20, Seed: 12})
+	rec := newReadToEnd(t, ctx, conn, 0)
+	src := newSource(t, ctx, source.WithoutClientRetries(source.Options{Connection: secretOf(conn), Store: fileStore(t),
+		Settings: source.Settings{LoadBalancing: source.LoadBalancing{Strategy: "greedy"}}}))
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.done, r, "every partition read to its end", rec.missing)
+
+	srv.DropConnections()
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: 100, Keys: 20, Seed: 13}); err != nil || n != 100 {
+		t.Fatalf("Demo sent %d of 100: %v", n, err)
+	}
+	c := newConsumerClient(t, conn)
+	for id := range rec.last {
+		pp, err := c.GetPartitionProperties(ctx, id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.mu.Lock()
+		rec.last[id] = pp.LastEnqueuedSequenceNumber
+		rec.mu.Unlock()
+	}
+	for rec.missing() != "" {
+		select {
+		case <-r.done:
+			t.Fatalf("Run returned %v after the connections were dropped (%s)", r.err, rec.missing())
+		case <-ctx.Done():
+			t.Fatalf("not read to the end after the connections were dropped: %s", rec.missing())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.claims["0"] < 2 && rec.claims["1"] < 2 {
+		t.Errorf("handlers started per partition: %v; want a partition started again after its receive failed", rec.claims)
+	}
+	for id, evs := range rec.byPart {
+		for i, e := range evs {
+			if e.SequenceNumber != int64(i) {
+				t.Fatalf("partition %s: event %d has sequence number %d: a gap or a duplicate", id, i, e.SequenceNumber)
+			}
+		}
+	}
+}

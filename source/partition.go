@@ -175,10 +175,16 @@ func (p *Partition) Receive(ctx context.Context) ([]sinks.Event, error) {
 			return nil, p.lostErr(err)
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("partition %s: receive: %w", p.id, ctx.Err())
-		case wctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
-			return nil, nil // MaxWait passed without events
+		case wctx.Err() != nil:
+			// MaxWait passed without events. The call may end with
+			// another error than the context's: a connection dialed
+			// again that the deadline cut short reports a net timeout.
+			p.s.log.Debug("partition receive: max_wait passed", "partition", p.id, "err", err)
+			return nil, nil
+		case isUnauthorized(err) || isNotFound(err):
+			return nil, fmt.Errorf("event hub %q partition %s: receive: %w", p.s.hub, p.id, err)
 		}
-		return nil, fmt.Errorf("event hub %q partition %s: receive: %w", p.s.hub, p.id, err)
+		return nil, fmt.Errorf("event hub %q partition %s: %w: %w", p.s.hub, p.id, errReceiveFailed, err)
 	}
 	if len(got) == count && count < b.MaxEvents {
 		held := p.s.heldAfter(p.id, got[len(got)-1].SequenceNumber)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -25,8 +27,8 @@ type scriptedReceiver struct {
 type answer struct {
 	events int   // how many events, numbered on from the last answer's
 	err    error // when events is 0
-	// wait: nothing comes; the call returns the context's error when it
-	// ends, as the SDK's does
+	// wait: nothing comes; the call returns err, or else the context's
+	// error, when the context ends, as the SDK's does
 	wait bool
 }
 
@@ -40,6 +42,9 @@ func (r *scriptedReceiver) ReceiveEvents(ctx context.Context, count int, _ *azev
 	r.answers = r.answers[1:]
 	if a.wait {
 		<-ctx.Done()
+		if a.err != nil {
+			return nil, a.err
+		}
 		return nil, ctx.Err()
 	}
 	if a.events > count {
@@ -71,6 +76,8 @@ func (noOwners) ListOwnership(context.Context, string, string, string, *azeventh
 // up to a batch, bounded by max_wait.
 func TestReceiveAsksForMinEventsThenWhatIsThere(t *testing.T) {
 	lost := &amqp.Error{Condition: amqp.ErrCondStolen, Description: "a new receiver"}
+	// what net.Dialer returns when the context's deadline passes first
+	dialTimeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
 	tests := []struct {
 		name      string
 		batch     Batch
@@ -113,6 +120,11 @@ func TestReceiveAsksForMinEventsThenWhatIsThere(t *testing.T) {
 			answers: []answer{{events: 1}, {err: lost}}, counts: []int{1, 1999}, err: ErrOwnershipLost},
 		{name: "another failure while gathering: what came is handed over",
 			answers: []answer{{events: 1}, {err: errors.New("link detached")}}, counts: []int{1, 1999}, events: 1},
+		{name: "a dial cut short by max_wait: no events, no failure",
+			batch:   Batch{MaxWait: 20 * time.Millisecond},
+			answers: []answer{{wait: true, err: dialTimeout}}, counts: []int{1}, events: 0},
+		{name: "a connection lost: a failure the source reopens the partition for",
+			answers: []answer{{err: &amqp.ConnError{}}}, counts: []int{1}, err: errReceiveFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -353,9 +353,11 @@ func (s *Source) heldAfter(id string, seq int64) int64 {
 // restarts its processor; the handler then drains and returns as for a
 // stop. A handler that returns an error matching ErrOwnershipLost just ends
 // that partition (the processor claims it again if it still can); one that
-// matches ErrGiveUp ends it and gives its lease up. Any
-// other handler error or an invalid checkpoint under the fail policy stops
-// every handler, and Run returns it wrapped with the partition.
+// matches ErrGiveUp ends it and gives its lease up; one that wraps a
+// failed Receive (a connection lost, not refused credentials) ends it, and
+// the processor opens it again at its next round. Any other handler error
+// or an invalid checkpoint under the fail policy stops every handler, and
+// Run returns it wrapped with the partition.
 //
 // A failure of the processor's load-balancing loop (the checkpoint store
 // unreachable for longer than the retries cover) does not stop Run: the
@@ -560,6 +562,12 @@ func (s *Source) partitionEnded(genCtx, runCtx, pctx context.Context, p *Partiti
 		// stopped to be healed or for a processor restart: what it
 		// did not commit is replayed from the sink's watermark
 		s.log.Warn("partition stopped for a restart did not drain cleanly", "partition", p.id, "err", err)
+	case runCtx.Err() == nil && errors.Is(err, errReceiveFailed):
+		// The lease stays: the processor hands the partition out again
+		// at its next round, on a connection it opens again. Handing
+		// the partition to another replica when this one stays cut off
+		// is the handler's call (ErrGiveUp).
+		s.log.Warn("partition receive failed; reopening it at the next claim round", "partition", p.id, "err", err)
 	default:
 		fail(fmt.Errorf("event hub %q partition %s: %w", s.hub, p.id, err))
 	}
