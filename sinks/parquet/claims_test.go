@@ -85,8 +85,8 @@ func TestCrashDuringClaimCleanup(t *testing.T) {
 		edit func(*sinkConfig)
 		want func(t *testing.T, d destination, from, to int64)
 	}{
-		{"rows", nil, func(t *testing.T, d destination, from, to int64) { wantExactlyOnce(t, d, "0", from, to) }},
-		{"routed", routed(t), func(t *testing.T, d destination, from, to int64) { wantRouted(t, d, "0", from, to) }},
+		{"rows", withSnappy(nil), func(t *testing.T, d destination, from, to int64) { wantExactlyOnce(t, d, "0", from, to) }},
+		{"routed", withSnappy(routed(t)), func(t *testing.T, d destination, from, to int64) { wantRouted(t, d, "0", from, to) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachDestination(t, func(t *testing.T, d destination) {

@@ -189,6 +189,7 @@ func TestKilledChild(t *testing.T) {
 	c := newConfig()
 	c.Dir = filepath.Join(dir, "data")
 	c.Columns = kitColumns(t)
+	withSnappy(nil)(c)
 	if explode {
 		explodeConfig(t, c)
 	}
@@ -291,7 +292,7 @@ func killAtEachCommitStep(t *testing.T, explode, withRoutes bool) {
 			case withRoutes:
 				edit = routed(t)
 			}
-			s := newSink(t, d, edit)
+			s := newSink(t, d, withSnappy(edit))
 			w, wm := open(t, s, "0")
 			defer w.Close(ctxT(t))
 			if left := d.temps(t); len(left) != 0 {

@@ -24,8 +24,8 @@ func TestCrashForgetsUnsyncedWrites(t *testing.T) {
 		edit func(*sinkConfig)
 		want func(t *testing.T, d destination)
 	}{
-		{"rows", nil, func(t *testing.T, d destination) { wantExactlyOnce(t, d, "0", 0, 39) }},
-		{"routed", routed(t), func(t *testing.T, d destination) { wantRouted(t, d, "0", 0, 39) }},
+		{"rows", withSnappy(nil), func(t *testing.T, d destination) { wantExactlyOnce(t, d, "0", 0, 39) }},
+		{"routed", withSnappy(routed(t)), func(t *testing.T, d destination) { wantRouted(t, d, "0", 0, 39) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			events := sinktest.Events("0", 0, 39)

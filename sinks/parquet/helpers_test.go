@@ -241,6 +241,20 @@ func newSink(t *testing.T, d destination, edit func(*sinkConfig)) *sink {
 	return s
 }
 
+// withSnappy returns edit with the files compressed by snappy: the tests
+// that crash at every commit step make a sink per step, and each new sink's
+// first zstd encoder allocates its tables (megabytes the race detector
+// walks), which made those tests several times slower. Compression is not
+// what they test; the conformance and reader tests keep zstd.
+func withSnappy(edit func(*sinkConfig)) func(*sinkConfig) {
+	return func(c *sinkConfig) {
+		c.Compression = "snappy"
+		if edit != nil {
+			edit(c)
+		}
+	}
+}
+
 // clock is a settable test clock.
 type clock struct{ t time.Time }
 
