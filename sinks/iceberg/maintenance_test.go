@@ -9,17 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
+
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
-// TestMaintenanceBoundsMetadata commits 200 times, with maintenance after
-// every commit and without it, and counts snapshots, metadata files and
-// the table's other files (manifests, manifest lists): with maintenance they stay bounded by the
-// config, without it they grow with the commits. The rows stay whole.
+// TestMaintenanceBoundsMetadata commits 60 times, with maintenance after
+// every commit (and manifests merged from 10 on, where iceberg's default
+// waits for 100) and without it, and counts snapshots, metadata files and
+// the table's other files (manifests, manifest lists): with maintenance
+// they stay bounded by the config, without it they grow with the commits.
+// The rows stay whole.
 func TestMaintenanceBoundsMetadata(t *testing.T) {
-	const commits = 200
-	run := func(t *testing.T, edit func(*sinkConfig)) (snapshots, metadataFiles, files int) {
+	run := func(t *testing.T, commits int64, edit func(*sinkConfig)) (snapshots, metadataFiles, files int) {
 		l := newLake(t)
 		s := l.newSink(t, edit)
 		clock := time.Now()
@@ -29,7 +32,7 @@ func TestMaintenanceBoundsMetadata(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range int64(commits) {
+		for i := range commits {
 			if err := w.Write(ctx, sinktest.Events("0", i*5, i*5+4)); err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +42,7 @@ func TestMaintenanceBoundsMetadata(t *testing.T) {
 			clock = clock.Add(time.Minute)
 		}
 		w.Close(ctx)
-		if got := l.scanSeqs(t)["0"]; len(got) != commits*5 {
+		if got := l.scanSeqs(t)["0"]; int64(len(got)) != commits*5 {
 			t.Fatalf("partition 0 holds %d rows, want %d", len(got), commits*5)
 		}
 		tbl := l.loadTable(t)
@@ -54,9 +57,11 @@ func TestMaintenanceBoundsMetadata(t *testing.T) {
 		})
 		return len(tbl.Metadata().Snapshots()), metadataFiles, files
 	}
-	snapsOff, metaOff, filesOff := run(t, func(c *sinkConfig) { c.Maintenance.Disabled = true; c.Maintenance.KeepMetadataFiles = 1000 })
-	snaps, meta, files := run(t, func(c *sinkConfig) {
+	const commits = 60
+	snapsOff, metaOff, filesOff := run(t, commits, func(c *sinkConfig) { c.Maintenance.Disabled = true; c.Maintenance.KeepMetadataFiles = 1000 })
+	snaps, meta, files := run(t, commits, func(c *sinkConfig) {
 		c.Maintenance = maintenanceConfig{Every: time.Minute, KeepSnapshots: 5, MaxSnapshotAge: time.Nanosecond, KeepMetadataFiles: 10, OrphanAge: time.Nanosecond}
+		c.Properties = map[string]string{table.ManifestMinMergeCountKey: "10"}
 	})
 	t.Logf("after %d commits: without maintenance %d snapshots, %d metadata files, %d metadata-side files; with it %d, %d, %d",
 		commits, snapsOff, metaOff, filesOff, snaps, meta, files)
@@ -67,9 +72,11 @@ func TestMaintenanceBoundsMetadata(t *testing.T) {
 		t.Errorf("metadata files: %d without maintenance (want over %d), %d with (want at most keep_metadata_files 10 + 1)", metaOff, commits, meta)
 	}
 	// A data file per commit stays (compaction is another job's); the
-	// manifests are merged and the expired snapshots' manifest lists go.
-	if files > 130 || filesOff < 3*commits {
-		t.Errorf("metadata-side files: %d with maintenance (want at most 130), %d without (want at least %d)", files, filesOff, 3*commits)
+	// manifests are merged (at most 10 before a merge) and the expired
+	// snapshots' manifest lists go: 11 metadata files, 5 manifest lists
+	// and at most 10 manifests of each of the 5 kept snapshots.
+	if files > 11+5+5*10 || filesOff < 3*commits {
+		t.Errorf("metadata-side files: %d with maintenance (want at most %d), %d without (want at least %d)", files, 11+5+5*10, filesOff, 3*commits)
 	}
 }
 
