@@ -68,7 +68,11 @@ func TestEvolveAddsFields(t *testing.T) {
 	}
 	slices.Sort(without)
 	slices.Sort(with)
-	if !slices.Equal(without, seqs(0, 9)) || !slices.Equal(with, seqs(10, 19)) {
+	var want []int64
+	for seq := range int64(20) {
+		want = append(want, seq)
+	}
+	if !slices.Equal(without, want[:10]) || !slices.Equal(with, want[10:]) {
 		t.Errorf("rows without a customer %v (want 0-9), with theirs %v (want 10-19)", without, with)
 	}
 }
@@ -114,12 +118,4 @@ func flushRange(t *testing.T, s *sink, from, to int64) {
 	if pos, err := w.Flush(ctx); err != nil || pos == nil || pos.SequenceNumber != to {
 		t.Fatalf("Flush = %v, %v; want %d", pos, err, to)
 	}
-}
-
-func seqs(from, to int64) []int64 {
-	var out []int64
-	for s := from; s <= to; s++ {
-		out = append(out, s)
-	}
-	return out
 }
