@@ -47,6 +47,12 @@ type sinkConfig struct {
 	// CreateTable creates the table when its folder holds no Delta log.
 	// If false, a missing table is an error. Default true.
 	CreateTable bool `yaml:"create_table"`
+	// Evolve adds to an existing table, at start, the mapped columns its
+	// schema lacks: nullable fields, in a commit of its own holding the
+	// widened metaData, before any row that carries them. A column is never
+	// dropped or its type changed. If unset, CreateTable's value; if
+	// false, a mapped column the table lacks is an error.
+	Evolve *bool `yaml:"evolve,omitempty"`
 	// Properties are the configuration of a table the sink creates
 	// (delta.* table properties).
 	Properties map[string]string `yaml:"properties,omitempty"`
@@ -113,6 +119,17 @@ func newConfig() *sinkConfig {
 	c := &sinkConfig{CreateTable: true}
 	c.withDefaults()
 	return c
+}
+
+// evolves reports whether the sink adds the mapped columns a table lacks.
+// It is not a default withDefaults sets: newConfig applies those before
+// the YAML is decoded, and an unset evolve follows create_table as
+// decoded.
+func (c *sinkConfig) evolves() bool {
+	if c.Evolve != nil {
+		return *c.Evolve
+	}
+	return c.CreateTable
 }
 
 func (c *sinkConfig) withDefaults() {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -66,5 +67,28 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate: %v, want an error of field %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// TestEvolveDefault: evolve follows create_table as the YAML sets it,
+// unless evolve itself is set (newConfig's defaults come before the
+// YAML, so the default cannot be one of them).
+func TestEvolveDefault(t *testing.T) {
+	for _, tc := range []struct {
+		raw  map[string]any
+		want bool
+	}{
+		{map[string]any{}, true},
+		{map[string]any{"create_table": false}, false},
+		{map[string]any{"create_table": false, "evolve": true}, true},
+		{map[string]any{"evolve": false}, false},
+	} {
+		c := newConfig()
+		if err := config.Decode(tc.raw, c); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.evolves(); got != tc.want {
+			t.Errorf("%v: evolves %v, want %v", tc.raw, got, tc.want)
+		}
 	}
 }

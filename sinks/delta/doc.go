@@ -54,6 +54,12 @@
 // table with delta.setTransactionRetentionDuration is refused: the txn
 // of an idle partition would expire and its events be written twice.
 //
+// With evolve (on where create_table is), mapped columns the table lacks
+// are added when the sink starts: a version of their own whose metaData
+// is the schema with them, nullable, committed before any row that carries
+// them, and only to a table that then fits. A writer of the older mapping
+// goes on appending to the widened table. Nothing is dropped or retyped.
+//
 // # Dead letters
 //
 // The writer is a [sinks.DeadLetterer]: the letters of a flush go to the

@@ -20,6 +20,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 
+	"github.com/ehsink/ehsink/internal/backoff"
 	"github.com/ehsink/ehsink/internal/buildinfo"
 	"github.com/ehsink/ehsink/internal/connstr"
 	"github.com/ehsink/ehsink/internal/deltalog"
@@ -132,6 +133,10 @@ func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink,
 		}
 		if err := s.createTable(ctx); err != nil {
 			return fail(err)
+		}
+	} else if c.evolves() {
+		if err := s.evolve(ctx); err != nil {
+			return fail(fmt.Errorf("add the columns it lacks: %w", err))
 		}
 	}
 	if err := s.checkTable(s.snap); err != nil {
@@ -274,6 +279,77 @@ func (s *sink) createTable(ctx context.Context) error {
 	return nil
 }
 
+// evolve commits, when the table's schema lacks mapped columns, a version
+// whose metaData is the schema with those columns added, nullable (the
+// files already there have no value for them), before the sink writes a
+// row that carries them. Partition columns, configuration and the table's
+// id stay as they are. The widened table must pass checkTable first: a
+// table the sink would refuse anyway is not changed. A version another
+// writer took is read and the step judged again on it: another replica
+// may have added the same columns.
+func (s *sink) evolve(ctx context.Context) error {
+	bo := backoff.Backoff{Initial: 5 * time.Millisecond, Max: time.Second}
+	for attempt := 1; ; attempt++ {
+		snap := s.snap
+		if err := deltalog.CheckWritable(snap.Protocol); err != nil {
+			return err
+		}
+		fields, err := deltalog.ParseSchema(snap.Metadata.SchemaString)
+		if err != nil {
+			return err
+		}
+		var added []string
+		for _, f := range s.fields() {
+			if slices.ContainsFunc(fields, func(t deltalog.StructField) bool { return strings.EqualFold(t.Name, f.Name) }) ||
+				slices.Contains(s.partitionColumns(), f.Name) {
+				continue // a partition column missing is checkTable's error
+			}
+			f.Nullable = true
+			fields = append(fields, f)
+			added = append(added, f.Name)
+		}
+		if len(added) == 0 {
+			return nil
+		}
+		m := *snap.Metadata
+		if m.SchemaString, err = deltalog.SchemaString(fields); err != nil {
+			return err
+		}
+		widened := *snap
+		widened.Metadata = &m
+		if err := s.checkTable(&widened); err != nil {
+			return err
+		}
+		version := snap.Version + 1
+		actions := []deltalog.Action{
+			{MetaData: &m},
+			{CommitInfo: s.commitInfo("ADD COLUMNS", map[string]any{"columns": added})},
+		}
+		err = s.dlog.Commit(ctx, version, actions)
+		if errors.Is(err, deltalog.ErrVersionExists) && attempt < maxCommitAttempts {
+			if err := s.dlog.Update(ctx, snap); err != nil {
+				return err
+			}
+			if err := wait(ctx, bo.Jittered()); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			// A start that fails is made again; if the commit went through
+			// after all, the columns are then there.
+			return fmt.Errorf("version %d: %w", version, err)
+		}
+		if err := snap.Apply(version, actions); err != nil {
+			return err
+		}
+		for _, f := range fields[len(fields)-len(added):] {
+			s.log.Info("added column", "table", s.cfg.Table, "column", f.Name, "type", typeOf(f), "version", version)
+		}
+		return nil
+	}
+}
+
 // checkTable reports why the sink cannot append to the table of snap:
 // a protocol it does not support, other partition columns, or a column
 // that does not fit the table's schema (named in the error).
@@ -305,7 +381,7 @@ func (s *sink) checkTable(snap *deltalog.Snapshot) error {
 		i := slices.IndexFunc(tableFields, func(t deltalog.StructField) bool { return strings.EqualFold(t.Name, f.Name) })
 		switch {
 		case i < 0:
-			return fmt.Errorf("column %s is not in the table's schema (the sink does not change a schema)", f.Name)
+			return fmt.Errorf("column %s is not in the table's schema (evolve: true adds it)", f.Name)
 		case tableFields[i].Name != f.Name:
 			return fmt.Errorf("column %s is %s in the table's schema; name it so", f.Name, tableFields[i].Name)
 		case tableFields[i].TypeName() != f.TypeName():

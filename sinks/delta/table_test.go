@@ -88,7 +88,7 @@ func TestExistingTable(t *testing.T) {
 		want     string
 	}{
 		{"column type", v12, sparkFields("double"), nil, nil, "column amount is double in the table's schema"},
-		{"missing column", v12, sparkFields("decimal(12,2)")[:6], nil, nil, "column key is not in the table's schema"},
+		{"missing column", v12, sparkFields("decimal(12,2)")[:6], nil, nil, "column key is not in the table's schema (evolve: true adds it)"},
 		{"not nullable extra", v12, append(sparkFields("decimal(12,2)"), deltalog.PrimitiveField("region", "string", false)), nil, nil, "column region of the table is not nullable"},
 		{"partitioning", v12, sparkFields("decimal(12,2)"), []string{"customer"}, nil, "partitioned by [customer]"},
 		{"writer feature", deltalog.Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"deletionVectors"}, WriterFeatures: []string{"deletionVectors"}},
@@ -100,7 +100,7 @@ func TestExistingTable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "t")
 			makeTable(t, dir, tc.protocol, tc.fields, tc.parts, tc.conf)
-			err := openErr(t, dir, nil)
+			err := openErr(t, dir, func(c *sinkConfig) { c.Evolve = new(false) })
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New on the table: %v, want an error containing %q", err, tc.want)
 			}

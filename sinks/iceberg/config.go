@@ -61,6 +61,12 @@ type sinkConfig struct {
 	DeadLetterTable string `yaml:"dead_letter_table"`
 	// Properties are table properties set when the sink creates a table.
 	Properties map[string]string `yaml:"properties,omitempty"`
+	// Evolve adds to an existing table, at start, the mapped columns its
+	// schema lacks: optional fields with new field IDs, through a schema
+	// update committed as the sink's other commits are. A field is never
+	// dropped or its type changed. If unset, true (the sink creates its
+	// tables); if false, a mapped column the table lacks is an error.
+	Evolve *bool `yaml:"evolve,omitempty"`
 	// MaxRows commits the rows gathered for a partition once there are at
 	// least this many. If zero, 500,000.
 	MaxRows int64 `yaml:"max_rows"`
@@ -240,6 +246,9 @@ func newConfig() *sinkConfig {
 func (c *sinkConfig) withDefaults() {
 	if c.Catalog.Name == "" {
 		c.Catalog.Name = defaultCatalogName
+	}
+	if c.Evolve == nil {
+		c.Evolve = new(true)
 	}
 	if c.MaxRows == 0 {
 		c.MaxRows = defaultMaxRows

@@ -118,10 +118,15 @@ func TestExistingTableMustFit(t *testing.T) {
 			col, _ := mapping.NewColumn("seq", "@sequence_number", "string")
 			c.Columns[c.Columns.Index("seq")] = col
 		}, `column "seq" (string): the table's field is long`},
-		{"unknown column", func(c *sinkConfig) {
+		{"unknown column, evolve: false", func(c *sinkConfig) {
 			col, _ := mapping.NewColumn("region", "$.region", "string")
-			c.Columns = append(c.Columns, col)
-		}, `column "region": the table has no such field`},
+			c.Columns, c.Evolve = append(c.Columns, col), new(false)
+		}, `column "region": the table has no such field (its fields: id, partition, seq, customer, amount, ts, enqueued, key, source; evolve: true adds it)`},
+		// evolve adds fields; it never changes one's type.
+		{"another type, evolve: true", func(c *sinkConfig) {
+			col, _ := mapping.NewColumn("seq", "@sequence_number", "string")
+			c.Columns[c.Columns.Index("seq")], c.Evolve = col, new(true)
+		}, `column "seq" (string): the table's field is long`},
 		{"required field left out", func(c *sinkConfig) {
 			c.Columns = append(c.Columns[:2:2], c.Columns[3:]...) // seq is required (not nullable)
 		}, `field "seq": the table requires it`},

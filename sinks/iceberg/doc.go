@@ -50,6 +50,14 @@
 // unknown); Open removes the partition's unreferenced files older than
 // maintenance.orphan_age, left by a process that died mid-commit.
 //
+// # Evolution
+//
+// With evolve (the default), a mapped column an existing table lacks is
+// added when the sink opens the table: an optional field with a new field
+// ID, through iceberg-go's schema update, which asserts the schema it was
+// built on; a lost race is made again on the fresh metadata, which another
+// replica may already have widened. A field is never dropped or retyped.
+//
 // # Dead letters
 //
 // The writer is a [sinks.DeadLetterer]: the letters of a flush go to the

@@ -76,7 +76,9 @@ func oauthRefused(err error) bool {
 // catalog of iceberg-go v0.7.0 reports a requirement it checks first
 // ("requirement failed: branch \"main\" has changed: expected id ...")
 // as a plain error from table.Requirement.Validate, with no sentinel or
-// type to match, so its text is the only mark.
+// type to match, so its text is the only mark. The requirements of a
+// schema update (evolve) spell it "Requirement failed: current schema id
+// has changed", capitalized.
 func lostRace(err error) bool {
-	return err != nil && (errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: "))
+	return err != nil && (errors.Is(err, table.ErrCommitFailed) || strings.Contains(strings.ToLower(err.Error()), "requirement failed: "))
 }

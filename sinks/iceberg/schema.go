@@ -103,7 +103,7 @@ func fileSchema(tbl *ice.Schema, cols mapping.Columns) (*ice.Schema, error) {
 		}
 		f, ok := tbl.FindFieldByName(c.Name)
 		if !ok {
-			errs = append(errs, fmt.Errorf("column %q: the table has no such field (its fields: %s)", c.Name, fieldNames(tbl)))
+			errs = append(errs, fmt.Errorf("column %q: the table has no such field (its fields: %s; evolve: true adds it)", c.Name, fieldNames(tbl)))
 			continue
 		}
 		if _, top := topLevel(tbl, f.ID); !top {

@@ -193,6 +193,11 @@ func (s *sink) openDest(ctx context.Context, ns table.Identifier, route, name st
 	if d.tbl, err = s.loadOrCreate(ctx, d, partition); err != nil {
 		return nil, err
 	}
+	if *s.cfg.Evolve {
+		if err := s.evolve(ctx, d); err != nil {
+			return nil, fmt.Errorf("table %s: add the columns it lacks: %w", d.name(), err)
+		}
+	}
 	if d.file, err = fileSchema(d.tbl.Schema(), cols); err != nil {
 		return nil, fmt.Errorf("table %s does not fit the columns: %w", d.name(), err)
 	}
@@ -381,6 +386,56 @@ func (s *sink) loadOrCreate(ctx context.Context, d *dest, partition []partitionF
 	}
 	s.log.Info("created iceberg table", "table", d.name(), "location", tbl.Location())
 	return tbl, nil
+}
+
+// evolve adds to d's table the columns of d.cols its schema lacks, as
+// optional fields (the table's rows so far have no value for them) with
+// new field IDs. The update asserts the schema it was built on; a commit
+// that loses the race to another writer (another replica adding the same
+// fields, or a data commit) is made again on the table as it is then,
+// which may need nothing more.
+func (s *sink) evolve(ctx context.Context, d *dest) error {
+	for attempt := 1; ; attempt++ {
+		sc := d.tbl.Schema()
+		tx := d.tbl.NewTransaction()
+		update := tx.UpdateSchema(true, false)
+		var added []string
+		for _, c := range d.cols {
+			if _, ok := sc.FindFieldByName(c.Name); ok {
+				continue
+			}
+			t, err := icebergType(c.Type)
+			if err != nil {
+				return fmt.Errorf("column %q: %w", c.Name, err)
+			}
+			update.AddColumn([]string{c.Name}, t, "", false, nil)
+			added = append(added, c.Name)
+		}
+		if len(added) == 0 {
+			return nil
+		}
+		if err := update.Commit(); err != nil {
+			return fmt.Errorf("schema update: %w", err)
+		}
+		tbl, err := tx.Commit(ctx)
+		if err == nil {
+			d.tbl = tbl
+			for _, name := range added {
+				f, _ := tbl.Schema().FindFieldByName(name)
+				s.log.Info("added column", "table", d.name(), "column", name, "type", f.Type.String(), "field_id", f.ID)
+			}
+			return nil
+		}
+		if !lostRace(err) || attempt >= maxCommitAttempts {
+			return fmt.Errorf("commit the schema: %w", unreachable(err))
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+		if _, err := s.reload(ctx, d); err != nil {
+			return unreachable(err)
+		}
+	}
 }
 
 // Close closes the catalog. Writers must be closed first. Close is

@@ -68,6 +68,12 @@ type sinkConfig struct {
 	// CreateTable creates the target table from the mapping when it does
 	// not exist. If false (the default), a missing table is an error.
 	CreateTable bool `yaml:"create_table"`
+	// Evolve adds to an existing table, at start, the mapped columns it
+	// lacks: nullable, with the type create_table would give them. A
+	// column is never dropped or its type changed. If unset, it follows
+	// CreateTable; without it, a mapped column the table lacks is an error
+	// that gives the ALTER TABLE statement to run.
+	Evolve *bool `yaml:"evolve,omitempty"`
 	// PoolSize is the most connections the sink opens. If zero, 4.
 	PoolSize int `yaml:"pool_size"`
 	// Format is what an event body is: json (the row the columns read) or
@@ -201,6 +207,11 @@ func (c sinkConfig) withDefaults() sinkConfig {
 	}
 	if c.IdleInTransactionTimeout == 0 {
 		c.IdleInTransactionTimeout = defaultIdleInTransactionTimeout
+	}
+	if c.Evolve == nil {
+		// A sink trusted to create the table is trusted to widen it.
+		evolve := c.CreateTable
+		c.Evolve = &evolve
 	}
 	return c
 }

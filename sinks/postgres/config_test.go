@@ -42,6 +42,15 @@ func TestConfigDecode(t *testing.T) {
 	if cfg.PoolSize != 8 || !cfg.CreateTable || cfg.Mode != modeUpsert || cfg.DSN.Reveal() != "postgres://u:pw@h/db?sslmode=require" {
 		t.Fatalf("decoded %+v", cfg)
 	}
+	// evolve follows create_table unless set.
+	if !*cfg.withDefaults().Evolve {
+		t.Errorf("evolve unset with create_table: true is %v, want true", *cfg.withDefaults().Evolve)
+	}
+	raw["evolve"] = false
+	if err := config.Decode(raw, cfg); err != nil || cfg.Evolve == nil || *cfg.withDefaults().Evolve {
+		t.Errorf("evolve: false decoded as %v (%v), want false", cfg.Evolve, err)
+	}
+	delete(raw, "evolve")
 
 	raw["columns"] = map[string]any{"amount": map[string]any{"from": "amount", "type": "money"}}
 	err := config.Decode(raw, d.NewConfig())
@@ -132,6 +141,10 @@ func TestDDL(t *testing.T) {
 		`CREATE TABLE IF NOT EXISTS "app"."ehsink_dead_letters"`,
 		`CREATE TABLE IF NOT EXISTS "app"."ehsink_tombstones_customers" ("id" bigint NOT NULL, "_ehsink_partition" text NOT NULL, "_ehsink_seq" bigint NOT NULL, deleted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY ("id"));`,
 		`CREATE TABLE IF NOT EXISTS "app"."customers" ("id" bigint NOT NULL, "name" text, "_ehsink_partition" text NOT NULL, "_ehsink_seq" bigint NOT NULL, PRIMARY KEY ("id"));`,
+		// evolve follows create_table
+		"-- evolve: an existing table gets the mapped columns it lacks, nullable:\n" +
+			`-- ALTER TABLE "app"."customers" ADD COLUMN IF NOT EXISTS "id" bigint;` + "\n" +
+			`-- ALTER TABLE "app"."customers" ADD COLUMN IF NOT EXISTS "name" text;`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("DDL lacks %s:\n%s", want, got)
@@ -139,8 +152,12 @@ func TestDDL(t *testing.T) {
 	}
 	cfg.CreateTable, cfg.Format = false, ""
 	got = strings.Join(cfg.DDL(), "\n")
-	if strings.Contains(got, "tombstones") || !strings.Contains(got, "-- create_table is false") {
+	if strings.Contains(got, "tombstones") || !strings.Contains(got, "-- create_table is false") || strings.Contains(got, "ALTER TABLE") {
 		t.Errorf("append DDL without create_table:\n%s", got)
+	}
+	cfg.Evolve = new(true)
+	if got = strings.Join(cfg.DDL(), "\n"); !strings.Contains(got, `-- ALTER TABLE "app"."customers" ADD COLUMN IF NOT EXISTS "name" text;`) {
+		t.Errorf("DDL with evolve: true and no create_table:\n%s", got)
 	}
 }
 
@@ -162,6 +179,8 @@ func TestDDLRoutes(t *testing.T) {
 		`CREATE TABLE IF NOT EXISTS "s"."ehsink_tombstones_a" (`,
 		"-- tables named by t_{$.source.table} are prepared when an event first names one:\n-- CREATE TABLE IF NOT EXISTS \"t_{$.source.table}\"",
 		`-- CREATE TABLE IF NOT EXISTS "ehsink_tombstones_t_{$.source.table}"`,
+		`-- ALTER TABLE "s"."a" ADD COLUMN IF NOT EXISTS "id" bigint;`,
+		`-- ALTER TABLE "t_{$.source.table}" ADD COLUMN IF NOT EXISTS "id" bigint;`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("DDL lacks %s:\n%s", want, got)

@@ -14,7 +14,10 @@ import (
 // tombstone table. Without create_table the table's statement is a
 // comment, showing the table the mapping expects. A route whose table is
 // a template gets its statements, as comments, for the template's name:
-// they run when an event first names a table. c must be valid.
+// they run when an event first names a table. With evolve, each table's
+// ALTER TABLE statements follow, as comments: the sink runs those a table
+// that exists needs (a table may not exist when this is printed). c must
+// be valid.
 func (c *sinkConfig) DDL() []string {
 	d := c.withDefaults()
 	upsert := d.Mode == modeUpsert
@@ -60,9 +63,15 @@ func (c *sinkConfig) DDL() []string {
 			for _, s := range stmts {
 				out = append(out, "-- "+s)
 			}
-			continue
+		} else {
+			out = append(out, stmts...)
 		}
-		out = append(out, stmts...)
+		if *d.Evolve {
+			out = append(out, "-- evolve: an existing table gets the mapped columns it lacks, nullable:")
+			for _, c := range cols {
+				out = append(out, "-- "+addColumnSQL(target, c.Name, pgType(c.Type))+";")
+			}
+		}
 	}
 	return out
 }

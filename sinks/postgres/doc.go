@@ -12,6 +12,7 @@
 //	  key: [order_id]             # upsert only: the conflict target
 //	  columns: {order_id: {from: $.order_id, type: bigint}, amount: {from: $.amount, type: numeric(12,2)}}
 //	  create_table: false         # derive CREATE TABLE from the mapping
+//	  evolve: false               # add mapped columns the table lacks (default: create_table)
 //	  pool_size: 4
 //	  format: json                # or debezium: Debezium change events (package cdc)
 //	  delete: {when: "$.op == 'd'", key: {order_id: $.id}}   # upsert only
@@ -22,6 +23,15 @@
 // int64→bigint, double→double precision, decimal(p,s)→numeric(p,s),
 // boolean→boolean, timestamp→timestamptz, json→jsonb, uuid→uuid,
 // bytes→bytea.
+//
+// # Evolution
+//
+// With evolve (on where create_table is), a mapped column an existing table
+// lacks is added at start, nullable, with the type create_table would give
+// it, in the transaction that checks the table and under the advisory lock
+// the sink's DDL takes, so replicas starting together both succeed. A
+// column is never dropped or its type changed: a column of another type
+// is an error that names it and the ALTER TABLE a user can run.
 //
 // # Deletes
 //

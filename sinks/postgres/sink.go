@@ -333,8 +333,10 @@ func (s *sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 			return errf("create state table: %w", classify(err))
 		}
 	}
-	if err := addDeadLetterColumns(ctx, tx, s.deadLetters); err != nil {
-		return errf("%w", err)
+	// A dead-letter table made by an older release gets the columns added
+	// since.
+	if _, err := addMissingColumns(ctx, tx, s.deadLetters, deadLetterAdded); err != nil {
+		return errf("dead-letter table %s: %w", s.deadLetters.Sanitize(), err)
 	}
 	for _, r := range s.routes {
 		if r.static == nil {
@@ -350,32 +352,54 @@ func (s *sink) prepare(ctx context.Context, cc *pgx.ConnConfig) error {
 	return nil
 }
 
-// addDeadLetterColumns gives a dead-letter table created by an older
-// release the columns it lacks (deadLetterAdded). The catalog is read
-// first, so that a table that has them all (every start but the first
-// after an upgrade) takes no ACCESS EXCLUSIVE lock, which would queue
-// behind the other replicas' flushes and hold up everything behind it.
-// ADD COLUMN IF NOT EXISTS keeps the step idempotent; replicas starting
-// together take turns on lockSchema's lock, and the second finds the
-// column there. The caller's transaction holds that lock.
-func addDeadLetterColumns(ctx context.Context, tx pgx.Tx, t pgx.Identifier) error {
-	names := make([]string, len(deadLetterAdded))
-	types := map[string]string{}
-	for i, c := range deadLetterAdded {
-		names[i], types[c[0]] = c[0], c[1]
+// addMissingColumns adds to table t the columns of cols it lacks, and
+// returns those it added. The catalog is read first, so that a table that
+// has them all (every start but the first after a change) takes no ACCESS
+// EXCLUSIVE lock, which would queue behind the other replicas' flushes and
+// hold up everything behind it. ADD COLUMN IF NOT EXISTS keeps the step
+// idempotent; replicas starting together take turns on lockSchema's lock,
+// and the second finds the column there. The caller's transaction holds
+// that lock.
+func addMissingColumns(ctx context.Context, tx pgx.Tx, t pgx.Identifier, cols []columnDef) ([]columnDef, error) {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
 	}
 	rows, err := tx.Query(ctx, missingColumnSQL, t.Sanitize(), names)
 	if err != nil {
-		return fmt.Errorf("dead-letter table %s: read its columns: %w", t.Sanitize(), classify(err))
+		return nil, fmt.Errorf("read its columns: %w", classify(err))
 	}
 	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("dead-letter table %s: read its columns: %w", t.Sanitize(), classify(err))
+		return nil, fmt.Errorf("read its columns: %w", classify(err))
 	}
-	for _, c := range missing {
-		if _, err := tx.Exec(ctx, addColumnSQL(t, c, types[c])); err != nil {
-			return fmt.Errorf("dead-letter table %s: add column %s: %w", t.Sanitize(), c, classify(err))
+	var added []columnDef
+	for _, c := range cols {
+		if !slices.Contains(missing, c.name) {
+			continue
 		}
+		if _, err := tx.Exec(ctx, addColumnSQL(t, c.name, c.typ)); err != nil {
+			return nil, fmt.Errorf("add column %s: %w", c.name, classify(err))
+		}
+		added = append(added, c)
+	}
+	return added, nil
+}
+
+// evolveColumns gives d's table the mapped columns it lacks (evolve:
+// true). They are nullable whatever the mapping says: the rows already in
+// the table have no value for them.
+func (s *sink) evolveColumns(ctx context.Context, tx pgx.Tx, d *dest) error {
+	var cols []columnDef
+	for _, c := range d.r.mapper.Columns() {
+		cols = append(cols, columnDef{c.Name, pgType(c.Type)})
+	}
+	added, err := addMissingColumns(ctx, tx, d.target, cols)
+	if err != nil {
+		return err
+	}
+	for _, c := range added {
+		s.log.Info("added column", "table", d.name, "column", c.name, "type", c.typ)
 	}
 	return nil
 }
@@ -408,6 +432,10 @@ func (s *sink) prepareDest(ctx context.Context, tx pgx.Tx, d *dest) error {
 			return fmt.Errorf("create table: %w", classify(err))
 		}
 		s.log.Info("created table", "table", d.name)
+	} else if *s.cfg.Evolve {
+		if err := s.evolveColumns(ctx, tx, d); err != nil {
+			return err
+		}
 	}
 	arrayTypes, err := s.checkColumns(ctx, tx, d)
 	if err != nil {
@@ -463,9 +491,13 @@ func (s *sink) checkColumns(ctx context.Context, tx pgx.Tx, d *dest) ([]string, 
 		typ, ok := types[col.Name]
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("column %q: not in the table", col.Name))
+			errs = append(errs, fmt.Errorf("column %q: not in the table; add it (%s;) or set evolve: true",
+				col.Name, addColumnSQL(d.target, col.Name, pgType(col.Type))))
 		case !slices.Contains(compatible(col.Type.Kind), typ):
-			errs = append(errs, fmt.Errorf("column %q: the table has %s, the mapping says %s (want one of %s)", col.Name, typ, col.Type, strings.Join(compatible(col.Type.Kind), ", ")))
+			// Evolution never changes a column's type: a cast can fail on
+			// rows already there, or lose what they hold.
+			errs = append(errs, fmt.Errorf("column %q: the table has %s, the mapping says %s (want one of %s); change the mapping's type, or the column's (%s;)",
+				col.Name, typ, col.Type, strings.Join(compatible(col.Type.Kind), ", "), alterTypeSQL(d.target, col.Name, pgType(col.Type))))
 		}
 		// Limits the table sets are checked per event (a value that breaks
 		// one is that event's error, not a failed COPY of the whole batch).

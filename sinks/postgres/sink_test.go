@@ -491,8 +491,16 @@ func TestPermanentErrors(t *testing.T) {
 		want  string
 	}{
 		{"missing table", ``, func(c *sinkConfig) {}, "table does not exist"},
-		{"missing column", `CREATE TABLE orders (id text, seq bigint)`, func(c *sinkConfig) {}, `column "customer": not in the table`},
-		{"type mismatch", strings.Replace(appendTable, "seq bigint", "seq boolean", 1), func(c *sinkConfig) {}, `column "seq": the table has boolean`},
+		{"missing column", `CREATE TABLE orders (id text, seq bigint)`, func(c *sinkConfig) {},
+			`column "customer": not in the table; add it (ALTER TABLE "orders" ADD COLUMN IF NOT EXISTS "customer" text;) or set evolve: true`},
+		{"missing column, evolve: false", `CREATE TABLE orders (id text, seq bigint)`,
+			func(c *sinkConfig) { c.CreateTable, c.Evolve = true, new(false) },
+			`column "customer": not in the table; add it (ALTER TABLE "orders" ADD COLUMN IF NOT EXISTS "customer" text;)`},
+		{"type mismatch", strings.Replace(appendTable, "seq bigint", "seq boolean", 1), func(c *sinkConfig) {},
+			`column "seq": the table has boolean, the mapping says int64 (want one of bigint, numeric); change the mapping's type, or the column's (ALTER TABLE "orders" ALTER COLUMN "seq" TYPE bigint USING "seq"::bigint;)`},
+		// Evolution adds columns; it never changes a type.
+		{"type mismatch, evolve: true", strings.Replace(appendTable, "seq bigint", "seq boolean", 1),
+			func(c *sinkConfig) { c.Evolve = new(true) }, `column "seq": the table has boolean`},
 		{"upsert without hidden columns", appendTable, func(c *sinkConfig) { c.Mode, c.Key = modeUpsert, []string{"id"} }, "hidden ordering columns"},
 		{"upsert key without unique index", strings.TrimSuffix(appendTable, ")") + ", _ehsink_partition text, _ehsink_seq bigint)",
 			func(c *sinkConfig) { c.Mode, c.Key = modeUpsert, []string{"id"} }, "unique index"},

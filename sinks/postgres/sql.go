@@ -163,10 +163,13 @@ func deadLetterDDL(t pgx.Identifier) string {
 	failed_at timestamptz NOT NULL)`
 }
 
+// columnDef is a column to add: its name, and its type as DDL writes it.
+type columnDef struct{ name, typ string }
+
 // deadLetterAdded are the columns ehsink_dead_letters gained after its
-// first release, with their types: a table created before them gets them
-// at start (addDeadLetterColumns).
-var deadLetterAdded = [][2]string{{"content_type", "text"}}
+// first release: a table created before them gets them at start
+// (addMissingColumns).
+var deadLetterAdded = []columnDef{{"content_type", "text"}}
 
 // missingColumnSQL selects the name of each column of $2 (a text[]) that
 // table $1 (a qualified name) lacks.
@@ -176,6 +179,14 @@ const missingColumnSQL = `SELECT c FROM unnest($2::text[]) AS c
 // addColumnSQL adds a column to table t unless it has it.
 func addColumnSQL(t pgx.Identifier, column, typ string) string {
 	return `ALTER TABLE ` + t.Sanitize() + ` ADD COLUMN IF NOT EXISTS ` + pgx.Identifier{column}.Sanitize() + ` ` + typ
+}
+
+// alterTypeSQL changes the type of column of table t, casting the values
+// it holds: what a user runs to make the table fit a mapping whose type
+// changed (the sink never does).
+func alterTypeSQL(t pgx.Identifier, column, typ string) string {
+	c := pgx.Identifier{column}.Sanitize()
+	return `ALTER TABLE ` + t.Sanitize() + ` ALTER COLUMN ` + c + ` TYPE ` + typ + ` USING ` + c + `::` + typ
 }
 
 // deadLetterColumns are the columns the sink copies into ehsink_dead_letters.
