@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 )
@@ -23,6 +24,22 @@ type LowercaseOptions struct {
 type LowercaseStore struct {
 	store azeventhubs.CheckpointStore
 	log   *slog.Logger
+
+	// The as-written names are listed until nothing there is missing
+	// from the lowercase ones: the processor lists ownership every
+	// round, and with the SDK's default consumer group ("$Default") a
+	// second listing each round would double the store's most costly
+	// requests for as long as the process runs.
+	mu         sync.Mutex
+	legacyDone map[asWritten]bool
+}
+
+// asWritten names what no longer needs the as-written names: the ownership
+// (none there lacks a lowercase one) or the checkpoints (each migrated or
+// superseded) of one event hub and consumer group.
+type asWritten struct {
+	names
+	checkpoints bool
 }
 
 // checkpointCreator is implemented by the stores whose checkpoints can be
@@ -55,6 +72,10 @@ type checkpointCreator interface {
 //     none exists, so exactly one claimant wins it. The ownership migrates
 //     with that claim; its owner and time still count for load balancing
 //     until then.
+//
+// The as-written names stop being listed once they hold nothing the
+// lowercase ones lack (every ownership there claimed anew, every checkpoint
+// migrated), so that a steady processor lists once per round.
 //
 // Returned values carry the names the caller passed, as the SDK's stores
 // do; the SDK's Processor passes them back unchanged in claims and
@@ -129,7 +150,7 @@ func (l *LowercaseStore) ListOwnership(ctx context.Context, fullyQualifiedNamesp
 	if err != nil {
 		return nil, err
 	}
-	if lo != n {
+	if lo != n && !l.done(asWritten{n, false}) {
 		seen := make(map[string]bool, len(out))
 		for _, o := range out {
 			seen[o.PartitionID] = true
@@ -138,11 +159,16 @@ func (l *LowercaseStore) ListOwnership(ctx context.Context, fullyQualifiedNamesp
 		if err != nil {
 			return nil, err
 		}
+		merged := true
 		for _, o := range legacy {
 			if !seen[o.PartitionID] {
 				o.ETag = nil
 				out = append(out, o)
+				merged = false
 			}
+		}
+		if merged {
+			l.markDone(asWritten{n, false})
 		}
 	}
 	for i := range out {
@@ -160,7 +186,7 @@ func (l *LowercaseStore) ListCheckpoints(ctx context.Context, fullyQualifiedName
 	if err != nil {
 		return nil, err
 	}
-	if lo != n {
+	if lo != n && !l.done(asWritten{n, true}) {
 		if out, err = l.fallback(ctx, n, lo, out, options); err != nil {
 			return nil, err
 		}
@@ -183,13 +209,14 @@ func (l *LowercaseStore) fallback(ctx context.Context, n, lo names, current []az
 		return nil, err
 	}
 	creator, canMigrate := l.store.(checkpointCreator)
-	raced := false
+	raced, migrated := false, true
 	for _, cp := range legacy {
 		if seen[cp.PartitionID] {
 			continue
 		}
 		current = append(current, cp)
 		if !canMigrate || cp.SequenceNumber == nil || cp.Offset == nil {
+			migrated = false
 			continue
 		}
 		migrated := cp
@@ -204,6 +231,11 @@ func (l *LowercaseStore) fallback(ctx context.Context, n, lo names, current []az
 		} else {
 			raced = true
 		}
+	}
+	if migrated {
+		// each as-written checkpoint now has a lowercase one (this
+		// migration's, or a newer one another replica wrote)
+		l.markDone(asWritten{n, true})
 	}
 	if !raced {
 		return current, nil
@@ -226,6 +258,21 @@ func (l *LowercaseStore) fallback(ctx context.Context, n, lo names, current []az
 		}
 	}
 	return current, nil
+}
+
+func (l *LowercaseStore) done(k asWritten) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.legacyDone[k]
+}
+
+func (l *LowercaseStore) markDone(k asWritten) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.legacyDone == nil {
+		l.legacyDone = map[asWritten]bool{}
+	}
+	l.legacyDone[k] = true
 }
 
 // SetCheckpoint writes under the lowercase names. For a namespace with a

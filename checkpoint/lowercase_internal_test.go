@@ -79,3 +79,84 @@ func TestFileStoreCreateCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint = %+v, want the first one kept", got)
 	}
 }
+
+// listCounter is a FileStore that counts the listings of the as-written
+// (mixed-case) names.
+type listCounter struct {
+	*FileStore
+	ownership, checkpoints int
+}
+
+func (c *listCounter) ListOwnership(ctx context.Context, ns, eh, cg string, o *azeventhubs.ListOwnershipOptions) ([]azeventhubs.Ownership, error) {
+	if cg != strings.ToLower(cg) {
+		c.ownership++
+	}
+	return c.FileStore.ListOwnership(ctx, ns, eh, cg, o)
+}
+
+func (c *listCounter) ListCheckpoints(ctx context.Context, ns, eh, cg string, o *azeventhubs.ListCheckpointsOptions) ([]azeventhubs.Checkpoint, error) {
+	if cg != strings.ToLower(cg) {
+		c.checkpoints++
+	}
+	return c.FileStore.ListCheckpoints(ctx, ns, eh, cg, o)
+}
+
+// TestLowercaseStopsListingAsWritten: with the SDK's default consumer
+// group "$Default", the as-written names are listed only while they hold
+// something the lowercase ones lack: an ownership not yet claimed under the
+// lowercase name, a checkpoint not yet migrated. After that, rounds list
+// once, not twice.
+func TestLowercaseStopsListingAsWritten(t *testing.T) {
+	ctx := context.Background()
+	fs, err := NewFileStore(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, hub, group = "ns", "hub", "$Default"
+	seq, off := int64(10), "1000"
+	if err := fs.SetCheckpoint(ctx, azeventhubs.Checkpoint{FullyQualifiedNamespace: ns, EventHubName: hub, ConsumerGroup: group, PartitionID: "0", SequenceNumber: &seq, Offset: &off}, nil); err != nil {
+		t.Fatal(err)
+	}
+	old := azeventhubs.Ownership{FullyQualifiedNamespace: ns, EventHubName: hub, ConsumerGroup: group, PartitionID: "0", OwnerID: "old"}
+	if _, err := fs.ClaimOwnership(ctx, []azeventhubs.Ownership{old}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := &listCounter{FileStore: fs}
+	lc := Lowercase(c, nil)
+
+	// The as-written ownership is still needed until it is claimed anew.
+	for range 2 {
+		list, err := lc.ListOwnership(ctx, ns, hub, group, nil)
+		if err != nil || len(list) != 1 || list[0].OwnerID != "old" {
+			t.Fatalf("ListOwnership = %+v, %v; want old's as-written ownership", list, err)
+		}
+	}
+	if c.ownership != 2 {
+		t.Fatalf("as-written ownership listed %d times in 2 rounds before the claim, want 2", c.ownership)
+	}
+	claim := old
+	claim.OwnerID = "new"
+	if won, err := lc.ClaimOwnership(ctx, []azeventhubs.Ownership{claim}, nil); err != nil || len(won) != 1 {
+		t.Fatalf("claim: %+v, %v", won, err)
+	}
+	for range 3 {
+		list, err := lc.ListOwnership(ctx, ns, hub, group, nil)
+		if err != nil || len(list) != 1 || list[0].OwnerID != "new" {
+			t.Fatalf("ListOwnership = %+v, %v; want new's lowercase ownership", list, err)
+		}
+	}
+	if c.ownership != 3 {
+		t.Errorf("as-written ownership listed %d times in all, want 3 (2 before the claim, 1 after it)", c.ownership)
+	}
+
+	// The first checkpoint listing migrates; the next ones need not look.
+	for range 3 {
+		cps, err := lc.ListCheckpoints(ctx, ns, hub, group, nil)
+		if err != nil || len(cps) != 1 || *cps[0].SequenceNumber != 10 {
+			t.Fatalf("ListCheckpoints = %+v, %v; want partition 0 at 10", cps, err)
+		}
+	}
+	if c.checkpoints != 1 {
+		t.Errorf("as-written checkpoints listed %d times in 3 listings, want 1 (the migration)", c.checkpoints)
+	}
+}
