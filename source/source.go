@@ -562,7 +562,9 @@ func (s *Source) partitionEnded(genCtx, runCtx, pctx context.Context, p *Partiti
 		// stopped to be healed or for a processor restart: what it
 		// did not commit is replayed from the sink's watermark
 		s.log.Warn("partition stopped for a restart did not drain cleanly", "partition", p.id, "err", err)
-	case runCtx.Err() == nil && errors.Is(err, errReceiveFailed):
+	case errors.Is(err, errReceiveFailed) && runCtx.Err() != nil:
+		s.log.Warn("partition receive failed while stopping", "partition", p.id, "err", err)
+	case errors.Is(err, errReceiveFailed):
 		// The lease stays: the processor hands the partition out again
 		// at its next round, on a connection it opens again. Handing
 		// the partition to another replica when this one stays cut off
