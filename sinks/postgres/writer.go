@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -46,6 +47,7 @@ type deadLetter struct {
 	body         []byte
 	reason       string
 	failedAt     time.Time
+	revision     *string // the configuration revision that refused it, if known
 }
 
 // writer writes one partition. It is used by one goroutine at a time.
@@ -350,6 +352,9 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		}
 		if d.failedAt.IsZero() {
 			d.failedAt = time.Now()
+		}
+		if rev := deadletters.Revision(ctx); rev != "" {
+			d.revision = &rev
 		}
 		// text and jsonb cannot hold NUL: a dead letter must not fail
 		// for it, so it is replaced there by U+FFFD.
@@ -733,7 +738,7 @@ func (d *deadSource) Values() ([]any, error) {
 		props = json.RawMessage(l.properties)
 	}
 	d.vals = append(d.vals[:0], s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.wmTable,
-		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, l.contentType, props, l.body, l.reason, l.failedAt)
+		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, l.contentType, props, l.body, l.reason, l.failedAt, l.revision)
 	return d.vals, nil
 }
 func (d *deadSource) Err() error { return nil }
