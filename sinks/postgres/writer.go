@@ -72,6 +72,10 @@ type writer struct {
 	// raw holds the bodies of the buffered rows' events (keptEvent.body).
 	raw    []byte
 	closed bool
+	// replay, when not 0, is the id of the dead letter whose event the
+	// writer replays (deadletters.go): its commit marks the letter
+	// instead of moving the watermark.
+	replay int64
 }
 
 // tableBuf holds the buffered rows of one table.
@@ -570,14 +574,19 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	// the end; a failed statement makes the server skip the rest of its
 	// batch, and the failed flush closes the connection, which rolls the
 	// transaction back.
-	key := s.wmKey(w.partition)
 	var sql string
-	args := append(key, to.SequenceNumber, to.Offset)
-	if w.wm == nil {
-		sql = s.sqlInsertWM
-	} else {
-		sql = s.sqlAdvanceWM
-		args = append(args, w.wm.SequenceNumber)
+	var args []any
+	switch {
+	case w.replay != 0:
+		// A replay's fence is its letter, not the watermark, which it
+		// leaves to the partition's owner: marking the letter in this
+		// transaction takes its row's lock, and a letter another
+		// replay marked first updates nothing (fence lost).
+		sql, args = s.sqlMarkReplayed, []any{w.replay}
+	case w.wm == nil:
+		sql, args = s.sqlInsertWM, append(s.wmKey(w.partition), to.SequenceNumber, to.Offset)
+	default:
+		sql, args = s.sqlAdvanceWM, append(s.wmKey(w.partition), to.SequenceNumber, to.Offset, w.wm.SequenceNumber)
 	}
 	begin := &pgx.Batch{}
 	begin.Queue("BEGIN")
@@ -588,7 +597,8 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	if err != nil {
 		return to, err
 	}
-	if tag.RowsAffected() != 1 {
+	// A replay marks its letter and the other letters of its event.
+	if n := tag.RowsAffected(); n != 1 && (w.replay == 0 || n == 0) {
 		if _, err := conn.Exec(ctx, "ROLLBACK"); err == nil {
 			failed = false // a clean rollback: the connection is fine
 		}
