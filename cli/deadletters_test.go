@@ -47,10 +47,11 @@ connectors:
 // amount widened, test events filtered out). list counts the letters by
 // partition and reason; show prints one with its JSON body and the
 // revision that refused it; a dry run says what would happen and writes
-// nothing; a replay of one letter, then of all, leaves exactly the rows a
-// correct first run makes, with the filtered letter marked and the letter
-// without an id left with its new revision; a second replay writes
-// nothing.
+// nothing; a replay cancelled after its first letter, then a replay of
+// all, leave exactly the rows a correct first run makes, with the
+// filtered letter marked and the letter without an id left with its new
+// revision; a second replay (of the replayed letter and the id-less one,
+// by --id) writes nothing.
 func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -161,9 +162,17 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 		t.Fatalf("the dry run wrote: rows %q", got)
 	}
 
-	// One letter, as a replay stopped after it would leave it; then all.
-	if code, out, stderr = cli(t, "deadletters", "replay", "-c", fixed, "--id", fmt.Sprint(id)); code != exitOK {
-		t.Fatalf("replay --id %d: exit %d\n%s%s", id, code, out, stderr)
+	// A replay cancelled (as by Ctrl-C) once it has reported its first
+	// letter; then a replay of all.
+	cctx, cancelReplay := context.WithCancel(ctx)
+	var errOut bytes.Buffer
+	stopped := &cancelOnWrite{w: &bytes.Buffer{}, cancel: cancelReplay}
+	if code := dispatch(cctx, []string{"deadletters", "replay", "-c", fixed}, stopped, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "context canceled") {
+		t.Fatalf("cancelled replay: exit %d, stderr %s; want 1 and the cancellation", code, errOut.String())
+	}
+	cancelReplay()
+	if got := rows(); len(got) != 4 {
+		t.Fatalf("the cancelled replay left %q, want the first letter's row written", got)
 	}
 	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed)
 	t.Logf("replay:\n%s", out)
@@ -179,13 +188,30 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 		t.Fatalf("the letter left: revision %q (%v), want %s, the one that refused it again", rev, err, revFixed)
 	}
 
-	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed)
+	var idLess int64
+	if err := db.QueryRow(ctx, `SELECT id FROM ehsink_dead_letters WHERE replayed_at IS NULL`).Scan(&idLess); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed, "--id", fmt.Sprint(id), "--id", fmt.Sprint(idLess))
 	if code != exitFailure || !strings.Contains(out, "1 letter(s): 0 replayed, 0 dropped by the filter, 1 failed again") {
 		t.Fatalf("second replay: exit %d\n%s", code, out)
 	}
 	if got := rows(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the second replay wrote: %q", got)
 	}
+}
+
+// cancelOnWrite cancels a command's context at its first line of output.
+type cancelOnWrite struct {
+	w      io.Writer
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("\n")) {
+		c.cancel()
+	}
+	return c.w.Write(p)
 }
 
 // writeFile writes text to dir/name and returns its path.
