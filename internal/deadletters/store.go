@@ -29,12 +29,10 @@ type Letter struct {
 	ReplayedAt *time.Time
 }
 
-// Filter selects letters. The zero value selects every letter not yet
-// replayed.
+// Filter selects letters of the store's connector (a store is built for
+// one, and a table shared by several connectors is read for its letters
+// only). The zero value selects every letter not yet replayed.
 type Filter struct {
-	// Connector selects the letters of one connector; required by stores
-	// shared by several connectors' tables.
-	Connector string
 	// Reason, when set, selects letters whose reason contains it.
 	Reason string
 	// Since, when set, selects letters that failed at or after it.
