@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -27,6 +28,10 @@ const deadlettersUsage = `Usage: ehsink deadletters list   [-c connectors.yaml] 
 
 Reads the dead letters a connector's sink keeps (the PostgreSQL sink's
 ehsink_dead_letters table) and replays them once their cause is fixed.
+list and show also read the dead-letter files (errors.dead_letter.dir) of
+a sink that keeps no letters itself (stdout, custom sinks); those cannot be
+replayed: an append-only file cannot mark a letter in the commit that
+writes its rows.
 
 list counts the letters not yet replayed by connector, partition and
 reason (--replayed counts the replayed ones too). show prints one letter:
@@ -181,7 +186,7 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // errNoLetterStore is openLetterStore's error for a sink whose dead letters
 // these commands cannot read.
-var errNoLetterStore = errors.New("its sink keeps no dead letters these commands read (only the postgres sink's, so far)")
+var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres sink's table and the dead-letter files of sinks that keep none)")
 
 // openLetterStore builds spec's sink, as run does but reading no event
 // hub, and returns it as a dead-letter store.
@@ -202,12 +207,18 @@ func openLetterStore(ctx context.Context, spec *connector.Spec, log *slog.Logger
 		return nil, nil, err
 	}
 	closeSink := func() { _ = sink.Close(context.WithoutCancel(ctx)) }
-	store, ok := sink.(deadletters.Store)
-	if !ok {
-		closeSink()
-		return nil, nil, fmt.Errorf("sink type %s: %w", spec.Sink.Type, errNoLetterStore)
+	if store, ok := sink.(deadletters.Store); ok {
+		return store, closeSink, nil
 	}
-	return store, closeSink, nil
+	closeSink()
+	// The runner stores the letters of a sink that does not keep them
+	// itself in the connector's dead-letter files; a sink that keeps them
+	// (parquet, iceberg, delta) leaves that folder unmade.
+	dir := spec.Errors.DeadLetter.Dir
+	if _, err := os.Stat(dir); err != nil {
+		return nil, nil, fmt.Errorf("sink type %s, no dead-letter files in %s: %w", spec.Sink.Type, dir, errNoLetterStore)
+	}
+	return deadletters.Files{Dir: dir, Connector: spec.Name}, func() {}, nil
 }
 
 // parseSince reads --since: an RFC 3339 time, or a duration before now.

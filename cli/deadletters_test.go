@@ -16,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/sinks"
 )
 
 // deadLetterConfig is a connector reading the emulator at listen into
@@ -238,6 +240,48 @@ func waitFor(t *testing.T, ctx context.Context, done <-chan int, what string, co
 			t.Fatalf("gave up waiting for %s", what)
 		case <-tick.C:
 		}
+	}
+}
+
+// TestDeadLettersFiles: the letters the runner stores in files for a sink
+// that keeps none (stdout) are listed and shown, body decoded, revision
+// read back; replay refuses them, saying why.
+func TestDeadLettersFiles(t *testing.T) {
+	dir := t.TempDir()
+	dead := filepath.Join(dir, "dead")
+	path := writeFile(t, dir, "connectors.yaml", `
+connectors:
+  - name: lines
+    source: {connection: "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=${EH_KEY};EntityPath=orders"}
+    errors: {dead_letter: {dir: `+dead+`}}
+    sink: {type: stdout, columns: {id: $.id}}
+`)
+	store, err := connector.NewFileDeadLetters(dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	letters := []sinks.DeadLetter{
+		{Event: sinks.Event{Partition: "1", SequenceNumber: 7, Offset: "70", Body: []byte(`{"id":[1]}`)}, Reason: `column "id": not a string`, FailedAt: at},
+		{Event: sinks.Event{Partition: "1", SequenceNumber: 9, Offset: "90", Body: []byte{0xff, 0x00}}, Reason: "invalid JSON", FailedAt: at},
+	}
+	if err := store.Store(deadletters.WithRevision(t.Context(), "0123456789ab"), "1", -1, letters); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, stderr := cli(t, "deadletters", "list", "-c", path)
+	if code != exitOK || !strings.Contains(out, "2 letter(s)") || !strings.Contains(out, "invalid JSON") {
+		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = cli(t, "deadletters", "show", "-c", path, "2")
+	for _, want := range []string{"sequence number: 9", "body (base64, 2 bytes):\n/wA=", "revision:        0123456789ab"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Fatalf("show: exit %d\n%s%s\nwant %q", code, out, stderr, want)
+		}
+	}
+	code, _, stderr = cli(t, "deadletters", "replay", "-c", path)
+	if code != exitFailure || !strings.Contains(stderr, "replay is not supported") {
+		t.Fatalf("replay: exit %d, stderr %s; want 1 and the refusal", code, stderr)
 	}
 }
 
