@@ -57,20 +57,9 @@ Exit status: 0 ok, 1 failed, 2 bad usage.
 
 // runCheckpoints is `ehsink checkpoints`.
 func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet(ctx, "checkpoints", checkpointsUsage)
-	if len(args) == 0 {
-		fs.printUsage(stderr)
-		return exitUsage
-	}
-	verb := args[0]
-	switch verb {
-	case "-h", "-help", "--help", "help":
-		fs.printUsage(stdout)
-		return exitOK
-	case "list", "reset":
-	default:
-		fmt.Fprintf(stderr, "ehsink checkpoints: unknown action %q (want list or reset)\n", verb)
-		return exitUsage
+	fs, verb, code, ok := actionFlagSet(ctx, "checkpoints", checkpointsUsage, []string{"list", "reset"}, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	var (
 		configPath = fs.String("c", "", "connectors.yaml `FILE` (required)")

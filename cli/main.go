@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -62,6 +63,7 @@ func (o Options) commands() []command {
 		{"emulator", emulatorSummary, o.runEmulator},
 		{"send", "send events (lines or demo orders) to an event hub", runSend},
 		{"checkpoints", "list checkpoints and owners with lag, or reset them", runCheckpoints},
+		{"deadletters", "list, show and replay the dead letters a connector's sink keeps", runDeadletters},
 		{"status", "show the connectors of a running ehsink (its operations API), --watch to follow", runStatus},
 		{"version", "print the version, commit and Go version", o.runVersion},
 	}
@@ -310,6 +312,26 @@ func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) (code int, ok 
 	}
 	fs.printUsage(stderr)
 	return exitUsage, false
+}
+
+// actionFlagSet starts a command whose first argument is an action
+// (`checkpoints list`): it returns the command's flag set and the action,
+// or, when there is none to run (none given, an unknown one, --help), ok
+// false and the exit code, having printed what to print.
+func actionFlagSet(ctx context.Context, name, usage string, actions, args []string, stdout, stderr io.Writer) (fs *flagSet, action string, code int, ok bool) {
+	fs = newFlagSet(ctx, name, usage)
+	switch {
+	case len(args) == 0:
+		fs.printUsage(stderr)
+		return fs, "", exitUsage, false
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
+		fs.printUsage(stdout)
+		return fs, "", exitOK, false
+	case !slices.Contains(actions, args[0]):
+		fmt.Fprintf(stderr, "ehsink %s: unknown action %q (want %s)\n", name, args[0], strings.Join(actions, ", "))
+		return fs, "", exitUsage, false
+	}
+	return fs, args[0], 0, true
 }
 
 // stringList is a repeatable string flag; a comma also separates values.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -175,6 +176,7 @@ func (pr *partitionRun) deadLetter(ctx context.Context, rejected []sinks.Rejecte
 	}
 	pr.met.deadLettered(len(letters))
 	var err error
+	ctx = deadletters.WithRevision(ctx, r.opts.Revision)
 	if dl, ok := pr.p.(sinks.DeadLetterer); ok {
 		err = r.retry(ctx, "dead-letter", callGuard{beat: pr.beat}, func(ctx context.Context) error { return dl.DeadLetter(ctx, letters) })
 	} else if r.opts.DeadLetters != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/durable"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
@@ -43,7 +44,8 @@ func NewFileDeadLetters(dir string) (*FileDeadLetters, error) {
 }
 
 // Store implements DeadLetterStore.
-func (d *FileDeadLetters) Store(_ context.Context, partition string, committed int64, letters []sinks.DeadLetter) error {
+func (d *FileDeadLetters) Store(ctx context.Context, partition string, committed int64, letters []sinks.DeadLetter) error {
+	rev := deadletters.Revision(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Made here, on the first letter, rather than by NewFileDeadLetters.
@@ -76,7 +78,7 @@ func (d *FileDeadLetters) Store(_ context.Context, partition string, committed i
 	var buf []byte
 	for i := range letters {
 		if !held[letterKey{letters[i].Event.SequenceNumber, letters[i].Reason}] {
-			buf = record.AppendDeadLetter(buf, &letters[i])
+			buf = record.AppendDeadLetter(buf, &letters[i], rev)
 		}
 	}
 	// Even with nothing to add the file is synced: a line that made a

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
@@ -29,7 +30,7 @@ func TestFileDeadLetters(t *testing.T) {
 	bin.Properties = map[string]any{"bad": func() {}} // JSON cannot hold it; the letter must survive
 	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	letters := []sinks.DeadLetter{{Event: good, Reason: "amount: not a number", FailedAt: at}, {Event: bin, Reason: "invalid JSON", FailedAt: at}}
-	if err := d.Store(context.Background(), "1", -1, letters); err != nil {
+	if err := d.Store(deadletters.WithRevision(context.Background(), "0123456789ab"), "1", -1, letters); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Store(context.Background(), "../escape", -1, letters[:1]); err != nil {
@@ -52,7 +53,8 @@ func TestFileDeadLetters(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d lines, want 2", len(got))
 	}
-	if got[0].SequenceNumber != 4 || got[0].Reason != "amount: not a number" || string(got[0].Body) != string(good.Body) || !got[0].FailedAt.Equal(at) {
+	if got[0].SequenceNumber != 4 || got[0].Reason != "amount: not a number" || string(got[0].Body) != string(good.Body) || !got[0].FailedAt.Equal(at) ||
+		got[0].Revision != "0123456789ab" {
 		t.Errorf("first letter = %+v", got[0])
 	}
 	if got[1].SequenceNumber != 5 || got[1].BodyEncoding != "base64" || string(got[1].Body) != `"//4="` || got[1].Reason != "invalid JSON" {

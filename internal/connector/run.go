@@ -276,6 +276,7 @@ func runnerOptions(cfg *Config, spec Spec, sink sinks.Sink, sinkCfg any, dead *F
 		Filter:                  spec.Filter,
 		Format:                  ChangeEvents(sinkCfg),
 		DeadLetters:             dead,
+		Revision:                spec.Revision(),
 		Retry:                   spec.Errors.Retry,
 		CircuitBreaker:          spec.Errors.CircuitBreaker,
 		GiveUpAfter:             spec.Source.LoadBalancing.OwnershipExpiration,

@@ -111,6 +111,9 @@ type RunnerOptions struct {
 	// themselves. If nil, dead letters of such writers stop the partition
 	// with an error, as with Tolerance "none".
 	DeadLetters DeadLetterStore
+	// Revision is the connector's configuration revision ([Spec.Revision]),
+	// stored with its dead letters by sinks that keep it. If empty, none.
+	Revision string
 	// Retry bounds retries of transient sink failures.
 	Retry RetrySpec
 	// CircuitBreaker stops every partition from receiving after repeated

@@ -47,19 +47,23 @@ func NewEvent(ev *sinks.Event) Event {
 	return r
 }
 
-// DeadLetter is the JSON form of a dead letter: the event, the reason and
-// the time it was given up on.
+// DeadLetter is the JSON form of a dead letter: the event, the reason, the
+// time it was given up on and, when known, the configuration revision that
+// refused it.
 type DeadLetter struct {
 	Event
 	Reason   string    `json:"reason"`
 	FailedAt time.Time `json:"failed_at"`
+	Revision string    `json:"config_revision,omitempty"`
 }
 
 // AppendDeadLetter appends d as one line of JSON. It never fails:
 // application properties that JSON cannot hold are replaced by their printed
 // form, so that a dead letter is never lost to its properties.
-func AppendDeadLetter(dst []byte, d *sinks.DeadLetter) []byte {
-	r := DeadLetter{Event: NewEvent(&d.Event), Reason: d.Reason, FailedAt: d.FailedAt.UTC()}
+// revision is the connector's configuration revision (see package
+// internal/deadletters), or "".
+func AppendDeadLetter(dst []byte, d *sinks.DeadLetter, revision string) []byte {
+	r := DeadLetter{Event: NewEvent(&d.Event), Reason: d.Reason, FailedAt: d.FailedAt.UTC(), Revision: revision}
 	b, err := json.Marshal(r)
 	if err != nil {
 		r.Properties = map[string]any{"unencodable": fmt.Sprint(r.Properties)}

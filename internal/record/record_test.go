@@ -26,7 +26,7 @@ func TestAppendDeadLetter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := sinks.DeadLetter{Event: sinks.Event{Partition: "3", SequenceNumber: 9, Offset: "90", Body: tt.body, Properties: tt.props}, Reason: "bad amount", FailedAt: at}
-			line := AppendDeadLetter([]byte("prev\n"), &d)
+			line := AppendDeadLetter([]byte("prev\n"), &d, "0123456789ab")
 			text, ok := strings.CutPrefix(string(line), "prev\n")
 			if !ok || !strings.HasSuffix(text, "\n") || strings.Count(text, "\n") != 1 {
 				t.Fatalf("AppendDeadLetter = %q, want one line appended", line)
@@ -36,7 +36,7 @@ func TestAppendDeadLetter(t *testing.T) {
 				t.Fatal(err)
 			}
 			if string(r.Body) != tt.wantBody || r.BodyEncoding != tt.wantEnc || r.Reason != "bad amount" ||
-				r.SequenceNumber != 9 || r.Partition != "3" || !r.FailedAt.Equal(at) {
+				r.SequenceNumber != 9 || r.Partition != "3" || !r.FailedAt.Equal(at) || r.Revision != "0123456789ab" {
 				t.Fatalf("record = %+v (body %s)", r, r.Body)
 			}
 			if tt.props != nil && r.Properties["unencodable"] == nil {

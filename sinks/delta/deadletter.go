@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -46,12 +47,12 @@ func deadLetterColumns() (mapping.Columns, error) {
 // with a body holding the reason, when the runner gave up, and the whole
 // letter as the JSON line of the dead-letter files (body and properties
 // included).
-func letterEvent(d *sinks.DeadLetter) (sinks.Event, error) {
+func letterEvent(d *sinks.DeadLetter, revision string) (sinks.Event, error) {
 	body, err := json.Marshal(struct {
 		Reason   string          `json:"reason"`
 		FailedAt string          `json:"failed_at"`
 		Record   json.RawMessage `json:"record"`
-	}{d.Reason, d.FailedAt.UTC().Format("2006-01-02T15:04:05.999999Z07:00"), record.AppendDeadLetter(nil, d)})
+	}{d.Reason, d.FailedAt.UTC().Format("2006-01-02T15:04:05.999999Z07:00"), record.AppendDeadLetter(nil, d, revision)})
 	if err != nil {
 		return sinks.Event{}, err
 	}
@@ -72,7 +73,7 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 	}
 	evs := make([]sinks.Event, 0, len(letters))
 	for i := range letters {
-		e, err := letterEvent(&letters[i])
+		e, err := letterEvent(&letters[i], deadletters.Revision(ctx))
 		if err != nil {
 			return fmt.Errorf("dead letter of seq %d: %w", letters[i].Event.SequenceNumber, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -44,7 +45,7 @@ var _ sinks.DeadLetterer = (*writer)(nil)
 // Flush, which commits them before the data, with the partition's
 // watermark in that table: a letter the table already holds (a replay of
 // an abandoned flush) is skipped, so each is stored once.
-func (w *writer) DeadLetter(_ context.Context, letters []sinks.DeadLetter) error {
+func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) error {
 	if w.closed {
 		return sinks.ErrClosed
 	}
@@ -67,7 +68,7 @@ func (w *writer) DeadLetter(_ context.Context, letters []sinks.DeadLetter) error
 			key = *ev.PartitionKey
 		}
 		vals := []any{info.Connector, info.EventHub, info.ConsumerGroup, w.partition, ev.SequenceNumber, ev.Offset,
-			enq, key, l.Reason, l.FailedAt, strings.TrimSuffix(string(record.AppendDeadLetter(nil, l)), "\n")}
+			enq, key, l.Reason, l.FailedAt, strings.TrimSuffix(string(record.AppendDeadLetter(nil, l, deadletters.Revision(ctx))), "\n")}
 		if err := p.rows.check(vals); err != nil {
 			return fmt.Errorf("dead letter of seq %d: %w", ev.SequenceNumber, err)
 		}

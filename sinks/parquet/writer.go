@@ -14,6 +14,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/parquetfile"
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
@@ -363,7 +364,7 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		if err := w.deadLetterFile(ctx); err != nil {
 			return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 		}
-		b := record.AppendDeadLetter(nil, l)
+		b := record.AppendDeadLetter(nil, l, deadletters.Revision(ctx))
 		if _, err := f.dl.Write(b); err != nil {
 			return fmt.Errorf("connector %q partition %s seq %d: dead letter: %w", w.s.info.Connector, w.partition, e.SequenceNumber, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
@@ -24,8 +25,10 @@ const deadLetterTableBefore = `CREATE TABLE ehsink_dead_letters (
 // TestDeadLetterKeepsTheEventAsReceived: a dead letter is stored with what
 // replaying its event needs (the body bytes as received, not a decoded
 // form; the content type; the properties; the position and enqueued time)
-// and with the reason, the connector and the time. The table is one an
-// older release created without content_type, with a letter in it:
+// and with the reason, the connector, the time and the configuration
+// revision that refused it, not yet replayed. The table is one an older
+// release created without content_type, config_revision and replayed_at,
+// with a letter in it:
 // replicas starting together (their sinks racing to migrate it) all start,
 // the column is added once, and the old letter stays.
 func TestDeadLetterKeepsTheEventAsReceived(t *testing.T) {
@@ -65,7 +68,7 @@ func TestDeadLetterKeepsTheEventAsReceived(t *testing.T) {
 	ev.RawBody = raw // what the runner's Avro decoding leaves: Body is the JSON
 	at := time.Date(2026, 12, 6, 14, 0, 0, 0, time.UTC)
 	letter := sinks.DeadLetter{Event: ev.Received(), Reason: `column "amount": 123456.78 does not fit numeric(5,2)`, FailedAt: at}
-	if err := w.(sinks.DeadLetterer).DeadLetter(ctx, []sinks.DeadLetter{letter}); err != nil {
+	if err := w.(sinks.DeadLetterer).DeadLetter(deadletters.WithRevision(ctx, "0123456789ab"), []sinks.DeadLetter{letter}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Flush(ctx); err != nil {
@@ -81,12 +84,14 @@ func TestDeadLetterKeepsTheEventAsReceived(t *testing.T) {
 		connector, partition, offset, reason string
 		seq                                  int64
 		enqueued, failed                     time.Time
-		contentType                          *string
+		contentType, revision                *string
+		replayed                             *time.Time
 		props                                []byte
 		body                                 []byte
 	)
-	err = conn.QueryRow(ctx, `SELECT connector, partition_id, sequence_number, "offset", enqueued_time, content_type, properties, body, reason, failed_at
-		FROM ehsink_dead_letters WHERE connector <> 'old'`).Scan(&connector, &partition, &seq, &offset, &enqueued, &contentType, &props, &body, &reason, &failed)
+	err = conn.QueryRow(ctx, `SELECT connector, partition_id, sequence_number, "offset", enqueued_time, content_type, properties, body, reason, failed_at,
+		config_revision, replayed_at FROM ehsink_dead_letters WHERE connector <> 'old'`).Scan(&connector, &partition, &seq, &offset, &enqueued,
+		&contentType, &props, &body, &reason, &failed, &revision, &replayed)
 	if err != nil {
 		t.Fatalf("read the dead letter: %v", err)
 	}
@@ -97,6 +102,9 @@ func TestDeadLetterKeepsTheEventAsReceived(t *testing.T) {
 	}
 	if contentType == nil || *contentType != ct {
 		t.Errorf("content_type %v, want %q", contentType, ct)
+	}
+	if revision == nil || *revision != "0123456789ab" || replayed != nil {
+		t.Errorf("config_revision %v, replayed_at %v; want the revision the context carried, not replayed", revision, replayed)
 	}
 	if string(body) != string(raw) {
 		t.Errorf("body %x, want the bytes as received %x", body, raw)

@@ -77,6 +77,12 @@
 // the runner drops events the table already holds: a replay writes nothing
 // twice.
 //
+// `ehsink deadletters replay` writes a dead letter's event through a writer
+// of the sink whose transaction marks the letter (replayed_at) where a
+// flush moves the watermark: the watermark stays the partition owner's,
+// and a letter is written once however often the replay runs
+// (deadletters.go).
+//
 // The watermark update is the transaction's first statement and is
 // conditional on the value the writer last read (fencing): when two owners
 // of a partition overlap, the second one's update waits for the first one's

@@ -78,6 +78,9 @@ type sink struct {
 	watermarks, deadLetters pgx.Identifier
 	sqlReadWM, sqlInsertWM  string
 	sqlAdvanceWM            string
+	// sqlMarkReplayed and sqlFailedAgain update a dead letter a replay
+	// took (deadletters.go).
+	sqlMarkReplayed, sqlFailedAgain string
 
 	// faults, when set (by tests only), is called at each fault point of
 	// a flush; an error aborts the flush there, as a crash would.
@@ -179,6 +182,8 @@ func newPostgresSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*si
 	s.sqlReadWM = readWatermarkSQL(s.watermarks)
 	s.sqlInsertWM = insertWatermarkSQL(s.watermarks)
 	s.sqlAdvanceWM = advanceWatermarkSQL(s.watermarks)
+	s.sqlMarkReplayed = markReplayedSQL(s.deadLetters)
+	s.sqlFailedAgain = failedAgainSQL(s.deadLetters)
 
 	pc, err := connstr.Postgres(c.DSN.Reveal())
 	if err != nil {

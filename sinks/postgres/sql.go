@@ -160,7 +160,9 @@ func deadLetterDDL(t pgx.Identifier) string {
 	properties jsonb,
 	body bytea,
 	reason text NOT NULL,
-	failed_at timestamptz NOT NULL)`
+	failed_at timestamptz NOT NULL,
+	config_revision text,
+	replayed_at timestamptz)`
 }
 
 // columnDef is a column to add: its name, and its type as DDL writes it.
@@ -169,7 +171,7 @@ type columnDef struct{ name, typ string }
 // deadLetterAdded are the columns ehsink_dead_letters gained after its
 // first release: a table created before them gets them at start
 // (addMissingColumns).
-var deadLetterAdded = []columnDef{{"content_type", "text"}}
+var deadLetterAdded = []columnDef{{"content_type", "text"}, {"config_revision", "text"}, {"replayed_at", "timestamptz"}}
 
 // missingColumnSQL selects the name of each column of $2 (a text[]) that
 // table $1 (a qualified name) lacks.
@@ -192,7 +194,7 @@ func alterTypeSQL(t pgx.Identifier, column, typ string) string {
 // deadLetterColumns are the columns the sink copies into ehsink_dead_letters.
 func deadLetterColumns() []string {
 	return []string{"connector", "namespace", "eventhub", "consumer_group", "table_name", "partition_id",
-		"sequence_number", "offset", "enqueued_time", "partition_key", "content_type", "properties", "body", "reason", "failed_at"}
+		"sequence_number", "offset", "enqueued_time", "partition_key", "content_type", "properties", "body", "reason", "failed_at", "config_revision"}
 }
 
 // watermarkWhere is the key of a watermark row: $1..$6.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/table/cdc"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
@@ -46,6 +47,7 @@ type deadLetter struct {
 	body         []byte
 	reason       string
 	failedAt     time.Time
+	revision     *string // the configuration revision that refused it, if known
 }
 
 // writer writes one partition. It is used by one goroutine at a time.
@@ -70,6 +72,10 @@ type writer struct {
 	// raw holds the bodies of the buffered rows' events (keptEvent.body).
 	raw    []byte
 	closed bool
+	// replay, when not 0, is the id of the dead letter whose event the
+	// writer replays (deadletters.go): its commit marks the letter
+	// instead of moving the watermark.
+	replay int64
 }
 
 // tableBuf holds the buffered rows of one table.
@@ -351,6 +357,9 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		if d.failedAt.IsZero() {
 			d.failedAt = time.Now()
 		}
+		if rev := deadletters.Revision(ctx); rev != "" {
+			d.revision = &rev
+		}
 		// text and jsonb cannot hold NUL: a dead letter must not fail
 		// for it, so it is replaced there by U+FFFD.
 		if l.Event.PartitionKey != nil {
@@ -565,14 +574,19 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	// the end; a failed statement makes the server skip the rest of its
 	// batch, and the failed flush closes the connection, which rolls the
 	// transaction back.
-	key := s.wmKey(w.partition)
 	var sql string
-	args := append(key, to.SequenceNumber, to.Offset)
-	if w.wm == nil {
-		sql = s.sqlInsertWM
-	} else {
-		sql = s.sqlAdvanceWM
-		args = append(args, w.wm.SequenceNumber)
+	var args []any
+	switch {
+	case w.replay != 0:
+		// A replay's fence is its letter, not the watermark, which it
+		// leaves to the partition's owner: marking the letter in this
+		// transaction takes its row's lock, and a letter another
+		// replay marked first updates nothing (fence lost).
+		sql, args = s.sqlMarkReplayed, []any{w.replay}
+	case w.wm == nil:
+		sql, args = s.sqlInsertWM, append(s.wmKey(w.partition), to.SequenceNumber, to.Offset)
+	default:
+		sql, args = s.sqlAdvanceWM, append(s.wmKey(w.partition), to.SequenceNumber, to.Offset, w.wm.SequenceNumber)
 	}
 	begin := &pgx.Batch{}
 	begin.Queue("BEGIN")
@@ -583,7 +597,8 @@ func (w *writer) commit(ctx context.Context) (sinks.Position, error) {
 	if err != nil {
 		return to, err
 	}
-	if tag.RowsAffected() != 1 {
+	// A replay marks its letter and the other letters of its event.
+	if n := tag.RowsAffected(); n != 1 && (w.replay == 0 || n == 0) {
 		if _, err := conn.Exec(ctx, "ROLLBACK"); err == nil {
 			failed = false // a clean rollback: the connection is fine
 		}
@@ -733,7 +748,7 @@ func (d *deadSource) Values() ([]any, error) {
 		props = json.RawMessage(l.properties)
 	}
 	d.vals = append(d.vals[:0], s.info.Connector, s.info.Namespace, s.info.EventHub, s.info.ConsumerGroup, s.wmTable,
-		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, l.contentType, props, l.body, l.reason, l.failedAt)
+		d.w.partition, l.pos.SequenceNumber, l.pos.Offset, l.enqueued, l.partitionKey, l.contentType, props, l.body, l.reason, l.failedAt, l.revision)
 	return d.vals, nil
 }
 func (d *deadSource) Err() error { return nil }

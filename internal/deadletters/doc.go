@@ -1,0 +1,8 @@
+// Package deadletters is what `ehsink deadletters list | show | replay`
+// needs of a sink's dead-letter store, and the configuration revision the
+// runner hands a sink with the letters it stores.
+//
+// A sink whose store the commands can read implements [Store] on the value
+// its driver's New returns (the PostgreSQL sink does); the CLI finds it by
+// type assertion, so the contract stays out of the public sinks package.
+package deadletters
