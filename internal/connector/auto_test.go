@@ -1,0 +1,265 @@
+package connector_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/emulator"
+	"github.com/ehsink/ehsink/internal/avro"
+	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/schemaregistry"
+	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/sinks/table"
+)
+
+// The three versions of the schema TestAutoColumnsFollowTheSchema's
+// producer writes: v2 adds channel with a default, v3 drops the optional
+// note.
+const (
+	autoV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+ {"name":"id","type":"long"},
+ {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+ {"name":"placed","type":{"type":"long","logicalType":"timestamp-millis"}},
+ {"name":"note","type":["null","string"],"default":null}]}`
+	autoV2 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+ {"name":"id","type":"long"},
+ {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+ {"name":"placed","type":{"type":"long","logicalType":"timestamp-millis"}},
+ {"name":"note","type":["null","string"],"default":null},
+ {"name":"channel","type":"string","default":"web"}]}`
+	autoV3 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+ {"name":"id","type":"long"},
+ {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+ {"name":"placed","type":{"type":"long","logicalType":"timestamp-millis"}},
+ {"name":"channel","type":"string","default":"web"}]}`
+)
+
+// TestAutoColumnsFollowTheSchema: a connector with columns: auto and no
+// reader schema waits for its subject's first schema, creates the table
+// with the columns v1 derives, adds channel when the first v2 event
+// arrives (a restart re-derives the columns and the sink's evolve adds
+// it before that event is written), and keeps note when v3 drops it.
+// Every event is a row once, with the values it was sent with.
+func TestAutoColumnsFollowTheSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	cfg, _, _ := loadWithMetrics(t, dir, `
+drain_timeout: 5s
+emulator: {hubs: {orders: 1}}
+connectors:
+  - name: auto-pg
+    source:
+      connection: emulator
+      eventhub: orders
+      format: avro
+      registry: {type: azure, group: shop, subject: shop.Order}
+      batch: {max_events: 10, max_wait: 100ms}
+    checkpoint: {file: {dir: `+filepath.Join(dir, "checkpoints")+`}}
+    errors: {retry: {initial_backoff: 20ms, max_backoff: 200ms}}
+    sink:
+      type: postgres
+      dsn: "`+dsn+`"
+      table: public.orders
+      create_table: true
+      columns: auto
+`)
+	dev := capturingDevEnv{started: make(chan *emulator.Server, 1)}
+	done, stop := runInBackground(ctx, cfg, connector.RunOptions{DevEnv: dev, Logger: replicaLogs(t)})
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var srv *emulator.Server
+	select {
+	case srv = <-dev.started:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	hc, err := schemaregistry.HTTPClient(srv.CertificatePEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(srv.ConnectionString("orders"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close(context.WithoutCancel(ctx))
+	send := func(schema string, orders ...string) {
+		t.Helper()
+		id, err := client.Register(ctx, "shop", "shop.Order", schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := avro.ParseSchema(schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := schemaregistry.AzureContentTypePrefix + id
+		batch, err := producer.NewEventDataBatch(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range orders {
+			body, err := avro.Encode(parsed, []byte(o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := batch.AddEventData(&azeventhubs.EventData{Body: body, ContentType: &ct}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := producer.SendEventDataBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		var n int
+		// The table does not exist until the connector derived its columns.
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'orders'`).Scan(&n); err != nil || n == 0 {
+			return 0
+		}
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM public.orders`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	columns := func() string {
+		rows, err := db.Query(ctx, `SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM information_schema.columns
+			WHERE table_schema = 'public' AND table_name = 'orders' ORDER BY ordinal_position`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(cols, "\n")
+	}
+
+	send(autoV1, `{"id":1,"amount":10.50,"placed":"2024-05-01T12:00:00.001Z","note":"first"}`,
+		`{"id":2,"amount":-3.00,"placed":"2024-05-01T12:00:00.002Z","note":null}`)
+	waitUntil(t, ctx, done, "the 2 v1 rows committed", func() bool { return count() == 2 })
+	v1Columns := `partition text NO
+seq bigint NO
+enqueued_at timestamp with time zone NO
+id bigint YES
+amount numeric YES
+placed timestamp with time zone YES
+note text YES`
+	if got := columns(); got != v1Columns {
+		t.Fatalf("columns after v1:\n%s\nwant\n%s", got, v1Columns)
+	}
+
+	send(autoV2, `{"id":3,"amount":1.25,"placed":"2024-05-01T12:00:00.003Z","note":"third","channel":"app"}`,
+		`{"id":4,"amount":2,"placed":"2024-05-01T12:00:00.004Z"}`)
+	waitUntil(t, ctx, done, "the 2 v2 rows committed", func() bool { return count() == 4 })
+	if got, want := columns(), v1Columns+"\nchannel text YES"; got != want {
+		t.Fatalf("columns after v2 (channel added):\n%s\nwant\n%s", got, want)
+	}
+
+	send(autoV3, `{"id":5,"amount":5.55,"placed":"2024-05-01T12:00:00.005Z","channel":"pos"}`,
+		`{"id":6,"amount":6,"placed":"2024-05-01T12:00:00.006Z"}`)
+	waitUntil(t, ctx, done, "the 2 v3 rows committed", func() bool { return count() == 6 })
+	if got, want := columns(), v1Columns+"\nchannel text YES"; got != want {
+		t.Fatalf("columns after v3 (note kept):\n%s\nwant\n%s", got, want)
+	}
+
+	rows, err := db.Query(ctx, `SELECT format('%s %s %s %s %s %s', seq, id, amount, placed AT TIME ZONE 'UTC', coalesce(note, '-'), coalesce(channel, '-'))
+		FROM public.orders ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i, v := range []string{"10.50 %s first -", "-3.00 %s - -", "1.25 %s third app", "2.00 %s - web", "5.55 %s - pos", "6.00 %s - web"} {
+		want = append(want, fmt.Sprintf("%d %d "+v, i, i+1, fmt.Sprintf("2024-05-01 12:00:00.00%d", i+1)))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows:\n%s\nwant (each event once):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestAutoColumnsLoad: columns: auto is refused where no schema states
+// the columns (a JSON connector), needs a subject without a reader
+// schema, and with a reader schema is derived at load, so that validate
+// checks (and prints) the columns the sink will have.
+func TestAutoColumnsLoad(t *testing.T) {
+	dir := t.TempDir()
+	reader := filepath.Join(dir, "order.avsc")
+	if err := os.WriteFile(reader, []byte(autoV2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	load := func(source, sink string) (*connector.Config, error) {
+		path := filepath.Join(dir, "connectors.yaml")
+		yaml := `
+emulator: {hubs: {orders: 1}}
+connectors:
+  - name: orders-auto
+    source: {connection: emulator, eventhub: orders` + source + `}
+    sink: {type: postgres, dsn: "postgres://u@h/db", table: orders` + sink + `}
+`
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return connector.Load(path, connector.LoadOptions{Getenv: func(string) string { return "" }})
+	}
+	for _, tc := range []struct {
+		name, source, sink, want string
+	}{
+		{"json", "", ", columns: auto", `connectors[0].sink.columns: auto: connector "orders-auto" reads JSON events`},
+		{"no subject", ", format: avro, registry: {type: confluent}", ", columns: auto", "connectors[0].source.registry.subject: required with columns: auto"},
+		{"flatten alone", "", ", columns: {id: $.id}, flatten: true", "connectors[0].sink.flatten: used only with columns: auto"},
+		{"routes", ", format: avro, registry: {type: confluent, subject: s}", ", columns: auto, routes: []", "connectors[0].sink.columns: auto is for a sink without routes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(tc.source, tc.sink)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("reader schema", func(t *testing.T) {
+		cfg, err := load(", format: avro, registry: {type: azure, reader_schema: "+reader+"}", ", columns: auto, flatten: true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shape, err := cfg.Connectors[0].Sink.Config.(table.Shaper).TableShape()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range shape.Routes[0].Columns {
+			got = append(got, fmt.Sprintf("%s %s %s %v", c.Name, c.From, c.Type, c.Nullable))
+		}
+		want := []string{"partition @partition string false", "seq @sequence_number int64 false", "enqueued_at @enqueued_time timestamp false",
+			"id $.id int64 false", "amount $.amount decimal(10,2) false", "placed $.placed timestamp(ms) false", "note $.note string true", "channel $.channel string false"}
+		if !slices.Equal(got, want) {
+			t.Errorf("columns:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
