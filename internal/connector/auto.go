@@ -27,6 +27,8 @@ type AutoColumns struct {
 	// raw is the sink's block without columns and flatten, decoded again
 	// into a new config each time the columns are derived.
 	raw map[string]any
+	// newConfig is the sink driver's NewConfig.
+	newConfig func() any
 }
 
 // errColumnsGrew is returned by a partition's decode for an event whose
@@ -50,7 +52,7 @@ type derived struct {
 // grew them in earlier runs of this process (extra). An error not
 // wrapping errAutoColumns is the registry's: nothing is registered under
 // the subject yet, or it cannot be reached; the caller waits it out.
-func deriveAtStart(ctx context.Context, spec Spec, reg *sinks.Registry, dec *schemaregistry.Decoder, extra []hamba.Schema) (derived, error) {
+func deriveAtStart(ctx context.Context, spec Spec, dec *schemaregistry.Decoder, extra []hamba.Schema) (derived, error) {
 	base, err := baseSchema(ctx, spec.Source, dec.Registry())
 	if err != nil {
 		if errors.Is(err, schemaregistry.ErrUnknownSchema) {
@@ -58,7 +60,7 @@ func deriveAtStart(ctx context.Context, spec Spec, reg *sinks.Registry, dec *sch
 		}
 		return derived{}, err
 	}
-	cfg, cols, err := deriveSink(spec, reg, base, extra)
+	cfg, cols, err := deriveSink(spec, base, extra)
 	if err != nil {
 		return derived{}, fmt.Errorf("%w: %w", errAutoColumns, err)
 	}
@@ -138,7 +140,7 @@ func (s *Spec) validateAuto(path string, p *problems) {
 // schemas that grew them since the connector started (extra, in the order
 // seen), and returns the sink config decoded and validated with them.
 // Columns are never dropped: a field an older schema had keeps its column.
-func deriveSink(spec Spec, reg *sinks.Registry, base hamba.Schema, extra []hamba.Schema) (any, mapping.Columns, error) {
+func deriveSink(spec Spec, base hamba.Schema, extra []hamba.Schema) (any, mapping.Columns, error) {
 	a := spec.Sink.Auto
 	opts := avro.ColumnOptions{Flatten: a.Flatten, AllNullable: spec.Source.Registry.ReaderSchema == ""}
 	cols, err := avro.Columns(base, opts)
@@ -156,13 +158,9 @@ func deriveSink(spec Spec, reg *sinks.Registry, base hamba.Schema, extra []hamba
 			}
 		}
 	}
-	d, err := reg.Lookup(spec.Sink.Type)
-	if err != nil {
-		return nil, nil, err
-	}
 	raw := maps.Clone(a.raw)
 	raw["columns"] = columnsConfig(cols)
-	cfg := d.NewConfig()
+	cfg := a.newConfig()
 	if err := config.Decode(raw, cfg); err != nil {
 		return nil, nil, err
 	}
@@ -172,6 +170,22 @@ func deriveSink(spec Spec, reg *sinks.Registry, base hamba.Schema, extra []hamba
 		}
 	}
 	return cfg, cols, nil
+}
+
+// WithDerivedColumns returns spec with its `columns: auto` sink's config
+// derived from base and then extra, as a running connector derives it
+// from the registry's newest schema and the writer schemas its events
+// bring (`ehsink test` derives from the schemas its events name).
+func (s Spec) WithDerivedColumns(base hamba.Schema, extra []hamba.Schema) (Spec, error) {
+	if s.Sink.Auto == nil || s.Source.Registry == nil {
+		return s, nil
+	}
+	cfg, _, err := deriveSink(s, base, extra)
+	if err != nil {
+		return s, fmt.Errorf("connector %q: sink.columns: auto: %w", s.Name, err)
+	}
+	s.Sink.Config = cfg
+	return s, nil
 }
 
 // baseSchema is the schema columns: auto starts from: the reader schema,

@@ -92,6 +92,9 @@ func load(raw map[string]any, opts LoadOptions) (*Config, error) {
 		if err == nil {
 			err = decodeSink(path, &c.Connectors[i].Sink, sinkRaw, reg)
 		}
+		if d, lerr := reg.Lookup(c.Connectors[i].Sink.Type); auto != nil && lerr == nil {
+			auto.newConfig = d.NewConfig
+		}
 		sinkErrs = append(sinkErrs, config.Errors(err)...)
 		errs = append(errs, err)
 	}
@@ -99,7 +102,7 @@ func load(raw map[string]any, opts LoadOptions) (*Config, error) {
 	verr := withoutRepeats(full.validate(), sinkErrs)
 	errs = append(errs, verr)
 	if verr == nil {
-		errs = append(errs, deriveFromReaders(full, reg))
+		errs = append(errs, deriveFromReaders(full))
 	}
 	if err := errors.Join(errs...); err != nil {
 		if err = joinProblems(err, opts.Ignore); err != nil {
@@ -112,7 +115,7 @@ func load(raw map[string]any, opts LoadOptions) (*Config, error) {
 // deriveFromReaders derives the columns of every `columns: auto` sink
 // whose connector has a reader_schema (no registry needed), so that
 // validate checks and prints them; the others are derived at start.
-func deriveFromReaders(c *Config, reg *sinks.Registry) error {
+func deriveFromReaders(c *Config) error {
 	var errs []error
 	for i := range c.Connectors {
 		s := &c.Connectors[i]
@@ -123,7 +126,7 @@ func deriveFromReaders(c *Config, reg *sinks.Registry) error {
 		path := fmt.Sprintf("connectors[%d].sink", i)
 		base, err := readSchemaFile(r.ReaderSchema)
 		if err == nil {
-			s.Sink.Config, _, err = deriveSink(*s, reg, base, nil)
+			s.Sink.Config, _, err = deriveSink(*s, base, nil)
 		}
 		if err != nil {
 			errs = append(errs, sinkProblems(path, fmt.Errorf("columns: auto from %s: %w", r.ReaderSchema, err))...)

@@ -157,7 +157,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	var auto *autoState
 	if spec.Sink.Auto != nil && decoder != nil {
 		d, err := startWithRetry(ctx, "schema registry", spec.Errors.Retry, func(err error) bool { return !errors.Is(err, errAutoColumns) }, func(error) {}, log,
-			func() (derived, error) { return deriveAtStart(ctx, spec, reg, decoder, cs.autoExtra()) })
+			func() (derived, error) { return deriveAtStart(ctx, spec, decoder, cs.autoExtra()) })
 		if err != nil {
 			return fail("sink.columns", err)
 		}
