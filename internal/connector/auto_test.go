@@ -16,6 +16,7 @@ import (
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/internal/avro"
 	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/parquettest"
 	"github.com/ehsink/ehsink/internal/schemaregistry"
 	"github.com/ehsink/ehsink/internal/testenv"
 	"github.com/ehsink/ehsink/sinks/table"
@@ -59,81 +60,12 @@ func TestAutoColumnsFollowTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	cfg, _, _ := loadWithMetrics(t, dir, `
-drain_timeout: 5s
-emulator: {hubs: {orders: 1}}
-connectors:
-  - name: auto-pg
-    source:
-      connection: emulator
-      eventhub: orders
-      format: avro
-      registry: {type: azure, group: shop, subject: shop.Order}
-      batch: {max_events: 10, max_wait: 100ms}
-    checkpoint: {file: {dir: `+filepath.Join(dir, "checkpoints")+`}}
-    errors: {retry: {initial_backoff: 20ms, max_backoff: 200ms}}
-    sink:
+	send, done := runAuto(t, ctx, dir, `
       type: postgres
       dsn: "`+dsn+`"
       table: public.orders
       create_table: true
-      columns: auto
-`)
-	dev := capturingDevEnv{started: make(chan *emulator.Server, 1)}
-	done, stop := runInBackground(ctx, cfg, connector.RunOptions{DevEnv: dev, Logger: replicaLogs(t)})
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var srv *emulator.Server
-	select {
-	case srv = <-dev.started:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	hc, err := schemaregistry.HTTPClient(srv.CertificatePEM())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	producer, err := azeventhubs.NewProducerClientFromConnectionString(srv.ConnectionString("orders"), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close(context.WithoutCancel(ctx))
-	send := func(schema string, orders ...string) {
-		t.Helper()
-		id, err := client.Register(ctx, "shop", "shop.Order", schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parsed, err := avro.ParseSchema(schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct := schemaregistry.AzureContentTypePrefix + id
-		batch, err := producer.NewEventDataBatch(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range orders {
-			body, err := avro.Encode(parsed, []byte(o))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := batch.AddEventData(&azeventhubs.EventData{Body: body, ContentType: &ct}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := producer.SendEventDataBatch(ctx, batch, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+      columns: auto`)
 	count := func() int {
 		var n int
 		// The table does not exist until the connector derived its columns.
@@ -204,6 +136,83 @@ note text YES`
 	}
 }
 
+// runAuto runs a connector reading Avro from the emulator, with sink as
+// its sink block (columns: auto), until the test ends; send registers a
+// schema (as shop.Order in group shop, the connector's subject) and sends
+// orders written with it, in one batch.
+func runAuto(t *testing.T, ctx context.Context, dir, sink string) (send func(schema string, orders ...string), done <-chan error) {
+	t.Helper()
+	cfg, _, _ := loadWithMetrics(t, dir, `
+drain_timeout: 5s
+emulator: {hubs: {orders: 1}}
+connectors:
+  - name: auto
+    source:
+      connection: emulator
+      eventhub: orders
+      format: avro
+      registry: {type: azure, group: shop, subject: shop.Order}
+      batch: {max_events: 10, max_wait: 100ms}
+    checkpoint: {file: {dir: `+filepath.Join(dir, "checkpoints")+`}}
+    errors: {retry: {initial_backoff: 20ms, max_backoff: 200ms}}
+    sink:`+sink+"\n")
+	dev := capturingDevEnv{started: make(chan *emulator.Server, 1)}
+	runDone, stop := runInBackground(ctx, cfg, connector.RunOptions{DevEnv: dev, Logger: replicaLogs(t)})
+	t.Cleanup(func() {
+		stop()
+		if err := <-runDone; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	var srv *emulator.Server
+	select {
+	case srv = <-dev.started:
+	case err := <-runDone:
+		t.Fatalf("Run: %v", err)
+	}
+	hc, err := schemaregistry.HTTPClient(srv.CertificatePEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer, err := azeventhubs.NewProducerClientFromConnectionString(srv.ConnectionString("orders"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { producer.Close(context.WithoutCancel(ctx)) })
+	return func(schema string, orders ...string) {
+		t.Helper()
+		id, err := client.Register(ctx, "shop", "shop.Order", schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := avro.ParseSchema(schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := schemaregistry.AzureContentTypePrefix + id
+		batch, err := producer.NewEventDataBatch(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range orders {
+			body, err := avro.Encode(parsed, []byte(o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := batch.AddEventData(&azeventhubs.EventData{Body: body, ContentType: &ct}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := producer.SendEventDataBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}, runDone
+}
+
 // TestAutoColumnsLoad: columns: auto is refused where no schema states
 // the columns (a JSON connector), needs a subject without a reader
 // schema, and with a reader schema is derived at load, so that validate
@@ -262,4 +271,72 @@ connectors:
 			t.Errorf("columns:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
+}
+
+// TestAutoColumnsParquet: the same three schema versions into Parquet
+// files with columns: auto, read back by arrow-go: the files written
+// before the first v2 event lack channel, the ones from it on carry it
+// (and note, which v3 dropped, as null), and every event is one row.
+func TestAutoColumnsParquet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "parquet")
+	send, done := runAuto(t, ctx, dir, `
+      type: parquet
+      dir: `+out+`
+      max_rows: 2
+      columns: auto`)
+	// read returns the rows of every committed file, by seq, each with
+	// the fields of its file.
+	read := func() map[int64]string {
+		rows := map[int64]string{}
+		_ = filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || filepath.Ext(path) != ".parquet" {
+				return nil
+			}
+			tb, err := parquettest.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			var fields []string
+			for _, f := range tb.Fields {
+				fields = append(fields, f.Name)
+			}
+			for _, r := range tb.Rows {
+				seq := r["seq"].(int64)
+				if _, dup := rows[seq]; dup {
+					t.Errorf("seq %d is in two rows", seq)
+				}
+				rows[seq] = fmt.Sprintf("id=%v amount=%v note=%v channel=%v fields=%s", r["id"], r["amount"], r["note"], r["channel"], strings.Join(fields, ","))
+			}
+			return nil
+		})
+		return rows
+	}
+	send(autoV1, `{"id":1,"amount":10.50,"placed":"2024-05-01T12:00:00.001Z","note":"first"}`,
+		`{"id":2,"amount":-3.00,"placed":"2024-05-01T12:00:00.002Z","note":null}`)
+	waitUntil(t, ctx, done, "the 2 v1 rows committed", func() bool { return len(read()) == 2 })
+	send(autoV2, `{"id":3,"amount":1.25,"placed":"2024-05-01T12:00:00.003Z","note":"third","channel":"app"}`,
+		`{"id":4,"amount":2,"placed":"2024-05-01T12:00:00.004Z"}`)
+	waitUntil(t, ctx, done, "the 2 v2 rows committed", func() bool { return len(read()) == 4 })
+	send(autoV3, `{"id":5,"amount":5.55,"placed":"2024-05-01T12:00:00.005Z","channel":"pos"}`,
+		`{"id":6,"amount":6,"placed":"2024-05-01T12:00:00.006Z"}`)
+	waitUntil(t, ctx, done, "the 2 v3 rows committed", func() bool { return len(read()) == 6 })
+
+	const v1, v2 = "partition,seq,enqueued_at,id,amount,placed,note", "partition,seq,enqueued_at,id,amount,placed,note,channel"
+	want := map[int64]string{
+		0: "id=1 amount=1050e-2 note=first channel=<nil> fields=" + v1,
+		1: "id=2 amount=-300e-2 note=<nil> channel=<nil> fields=" + v1,
+		2: "id=3 amount=125e-2 note=third channel=app fields=" + v2,
+		3: "id=4 amount=200e-2 note=<nil> channel=web fields=" + v2,
+		4: "id=5 amount=555e-2 note=<nil> channel=pos fields=" + v2,
+		5: "id=6 amount=600e-2 note=<nil> channel=web fields=" + v2,
+	}
+	got := read()
+	for seq, w := range want {
+		if got[seq] != w {
+			t.Errorf("seq %d: %s\nwant        %s", seq, got[seq], w)
+		}
+	}
 }
