@@ -241,15 +241,21 @@ func (c *Confluent) Schema(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return avroSchemaOf(b, "schema "+id)
+}
+
+// avroSchemaOf reads the Avro schema of a Confluent answer ({"schema",
+// "schemaType"}) about what.
+func avroSchemaOf(b []byte, what string) (string, error) {
 	var r struct {
 		Schema     string `json:"schema"`
 		SchemaType string `json:"schemaType"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return "", fmt.Errorf("schema registry: schema %s: %w", id, err)
+		return "", fmt.Errorf("schema registry: %s: %w", what, err)
 	}
 	if r.SchemaType != "" && !strings.EqualFold(r.SchemaType, "AVRO") {
-		return "", fmt.Errorf("schema %s is a %s schema, not Avro", id, r.SchemaType)
+		return "", fmt.Errorf("%s is a %s schema, not Avro", what, r.SchemaType)
 	}
 	return r.Schema, nil
 }
@@ -314,15 +320,5 @@ func (c *Confluent) Newest(ctx context.Context, subject string) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("subject %s: %w", subject, err)
 	}
-	var r struct {
-		Schema     string `json:"schema"`
-		SchemaType string `json:"schemaType"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return "", fmt.Errorf("schema registry: subject %s: %w", subject, err)
-	}
-	if r.SchemaType != "" && !strings.EqualFold(r.SchemaType, "AVRO") {
-		return "", fmt.Errorf("subject %s holds a %s schema, not Avro", subject, r.SchemaType)
-	}
-	return r.Schema, nil
+	return avroSchemaOf(b, "the latest schema of subject "+subject)
 }
