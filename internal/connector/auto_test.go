@@ -90,34 +90,19 @@ func TestAutoColumnsFollowTheSchema(t *testing.T) {
 		return strings.Join(cols, "\n")
 	}
 
-	send(autoV1, `{"id":1,"amount":10.50,"placed":"2024-05-01T12:00:00.001Z","note":"first"}`,
-		`{"id":2,"amount":-3.00,"placed":"2024-05-01T12:00:00.002Z","note":null}`)
-	waitUntil(t, ctx, done, "the 2 v1 rows committed", func() bool { return count() == 2 })
-	v1Columns := `partition text NO
+	const v1Columns = `partition text NO
 seq bigint NO
 enqueued_at timestamp with time zone NO
 id bigint YES
 amount numeric YES
 placed timestamp with time zone YES
 note text YES`
-	if got := columns(); got != v1Columns {
-		t.Fatalf("columns after v1:\n%s\nwant\n%s", got, v1Columns)
-	}
-
-	send(autoV2, `{"id":3,"amount":1.25,"placed":"2024-05-01T12:00:00.003Z","note":"third","channel":"app"}`,
-		`{"id":4,"amount":2,"placed":"2024-05-01T12:00:00.004Z"}`)
-	waitUntil(t, ctx, done, "the 2 v2 rows committed", func() bool { return count() == 4 })
-	if got, want := columns(), v1Columns+"\nchannel text YES"; got != want {
-		t.Fatalf("columns after v2 (channel added):\n%s\nwant\n%s", got, want)
-	}
-
-	send(autoV3, `{"id":5,"amount":5.55,"placed":"2024-05-01T12:00:00.005Z","channel":"pos"}`,
-		`{"id":6,"amount":6,"placed":"2024-05-01T12:00:00.006Z"}`)
-	waitUntil(t, ctx, done, "the 2 v3 rows committed", func() bool { return count() == 6 })
-	if got, want := columns(), v1Columns+"\nchannel text YES"; got != want {
-		t.Fatalf("columns after v3 (note kept):\n%s\nwant\n%s", got, want)
-	}
-
+	sendAutoVersions(t, ctx, send, done, count, func(version int) {
+		want := map[int]string{1: v1Columns, 2: v1Columns + "\nchannel text YES", 3: v1Columns + "\nchannel text YES"}[version]
+		if got := columns(); got != want {
+			t.Fatalf("columns after v%d:\n%s\nwant\n%s", version, got, want)
+		}
+	})
 	rows, err := db.Query(ctx, `SELECT format('%s %s %s %s %s %s', seq, id, amount, placed AT TIME ZONE 'UTC', coalesce(note, '-'), coalesce(channel, '-'))
 		FROM public.orders ORDER BY seq`)
 	if err != nil {
@@ -211,6 +196,28 @@ connectors:
 			t.Fatal(err)
 		}
 	}, runDone
+}
+
+// sendAutoVersions sends two orders written with each schema version in
+// turn, and after each pair waits until count says it is committed and
+// calls check with the version (1, 2, 3).
+func sendAutoVersions(t *testing.T, ctx context.Context, send func(string, ...string), done <-chan error, count func() int, check func(version int)) {
+	t.Helper()
+	for i, v := range []struct {
+		schema string
+		orders []string
+	}{
+		{autoV1, []string{`{"id":1,"amount":10.50,"placed":"2024-05-01T12:00:00.001Z","note":"first"}`,
+			`{"id":2,"amount":-3.00,"placed":"2024-05-01T12:00:00.002Z","note":null}`}},
+		{autoV2, []string{`{"id":3,"amount":1.25,"placed":"2024-05-01T12:00:00.003Z","note":"third","channel":"app"}`,
+			`{"id":4,"amount":2,"placed":"2024-05-01T12:00:00.004Z"}`}},
+		{autoV3, []string{`{"id":5,"amount":5.55,"placed":"2024-05-01T12:00:00.005Z","channel":"pos"}`,
+			`{"id":6,"amount":6,"placed":"2024-05-01T12:00:00.006Z"}`}},
+	} {
+		send(v.schema, v.orders...)
+		waitUntil(t, ctx, done, fmt.Sprintf("the 2 v%d rows committed", i+1), func() bool { return count() == 2*(i+1) })
+		check(i + 1)
+	}
 }
 
 // TestAutoColumnsLoad: columns: auto is refused where no schema states
@@ -314,15 +321,7 @@ func TestAutoColumnsParquet(t *testing.T) {
 		})
 		return rows
 	}
-	send(autoV1, `{"id":1,"amount":10.50,"placed":"2024-05-01T12:00:00.001Z","note":"first"}`,
-		`{"id":2,"amount":-3.00,"placed":"2024-05-01T12:00:00.002Z","note":null}`)
-	waitUntil(t, ctx, done, "the 2 v1 rows committed", func() bool { return len(read()) == 2 })
-	send(autoV2, `{"id":3,"amount":1.25,"placed":"2024-05-01T12:00:00.003Z","note":"third","channel":"app"}`,
-		`{"id":4,"amount":2,"placed":"2024-05-01T12:00:00.004Z"}`)
-	waitUntil(t, ctx, done, "the 2 v2 rows committed", func() bool { return len(read()) == 4 })
-	send(autoV3, `{"id":5,"amount":5.55,"placed":"2024-05-01T12:00:00.005Z","channel":"pos"}`,
-		`{"id":6,"amount":6,"placed":"2024-05-01T12:00:00.006Z"}`)
-	waitUntil(t, ctx, done, "the 2 v3 rows committed", func() bool { return len(read()) == 6 })
+	sendAutoVersions(t, ctx, send, done, func() int { return len(read()) }, func(int) {})
 
 	const v1, v2 = "partition,seq,enqueued_at,id,amount,placed,note", "partition,seq,enqueued_at,id,amount,placed,note,channel"
 	want := map[int64]string{
