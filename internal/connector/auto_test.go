@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestAutoColumnsFollowTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	send, done := runAuto(t, ctx, dir, `
+	send, done := runAuto(t, ctx, dir, 1, `
       type: postgres
       dsn: "`+dsn+`"
       table: public.orders
@@ -121,15 +122,16 @@ note text YES`
 	}
 }
 
-// runAuto runs a connector reading Avro from the emulator, with sink as
-// its sink block (columns: auto), until the test ends; send registers a
-// schema (as shop.Order in group shop, the connector's subject) and sends
-// orders written with it, in one batch.
-func runAuto(t *testing.T, ctx context.Context, dir, sink string) (send func(schema string, orders ...string), done <-chan error) {
+// runAuto runs a connector reading Avro from an emulator hub of
+// partitions partitions, with sink as its sink block (columns: auto),
+// until the test ends; send registers a schema (as shop.Order in group
+// shop, the connector's subject) and sends orders written with it, the
+// i-th to partition i modulo partitions, one batch per partition.
+func runAuto(t *testing.T, ctx context.Context, dir string, partitions int, sink string) (send func(schema string, orders ...string), done <-chan error) {
 	t.Helper()
 	cfg, _, _ := loadWithMetrics(t, dir, `
 drain_timeout: 5s
-emulator: {hubs: {orders: 1}}
+emulator: {hubs: {orders: `+strconv.Itoa(partitions)+`}}
 connectors:
   - name: auto
     source:
@@ -179,23 +181,90 @@ connectors:
 			t.Fatal(err)
 		}
 		ct := schemaregistry.AzureContentTypePrefix + id
-		batch, err := producer.NewEventDataBatch(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range orders {
-			body, err := avro.Encode(parsed, []byte(o))
+		for p := range partitions {
+			pid := strconv.Itoa(p)
+			batch, err := producer.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &pid})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := batch.AddEventData(&azeventhubs.EventData{Body: body, ContentType: &ct}, nil); err != nil {
+			for i := p; i < len(orders); i += partitions {
+				body, err := avro.Encode(parsed, []byte(orders[i]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := batch.AddEventData(&azeventhubs.EventData{Body: body, ContentType: &ct}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := producer.SendEventDataBatch(ctx, batch, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := producer.SendEventDataBatch(ctx, batch, nil); err != nil {
-			t.Fatal(err)
-		}
 	}, runDone
+}
+
+// TestAutoColumnsPartitions: with four partitions, a v2 event in each
+// (channel added) makes one partition ask for the restart while the
+// others drain, each perhaps holding its own v2 batch: every event is
+// still one row, channel filled, whichever partition saw it first.
+func TestAutoColumnsPartitions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	send, done := runAuto(t, ctx, t.TempDir(), 4, `
+      type: postgres
+      dsn: "`+dsn+`"
+      table: public.orders
+      create_table: true
+      columns: auto`)
+	rows := func() []string {
+		r, err := db.Query(ctx, `SELECT format('%s/%s id=%s channel=%s', partition, seq, id, coalesce(channel, '-')) FROM public.orders ORDER BY id`)
+		if err != nil {
+			return nil // no table yet, or no channel column yet
+		}
+		out, err := pgx.CollectRows(r, pgx.RowTo[string])
+		if err != nil {
+			return nil
+		}
+		return out
+	}
+	const n = 40
+	var v1, v2 []string
+	for i := range n {
+		v1 = append(v1, fmt.Sprintf(`{"id":%d,"amount":1,"placed":0}`, i))
+		v2 = append(v2, fmt.Sprintf(`{"id":%d,"amount":2,"placed":0,"channel":"c%d"}`, n+i, n+i))
+	}
+	send(autoV1, v1...)
+	send(autoV2, v2...)
+	waitUntil(t, ctx, done, "every event committed", func() bool { return len(rows()) >= 2*n })
+	got := rows()
+	if len(got) != 2*n {
+		t.Fatalf("%d rows, want %d (each event once):\n%s", len(got), 2*n, strings.Join(got, "\n"))
+	}
+	for i, r := range got {
+		// Partition p got orders p, p+4, ...: its k-th is seq k.
+		var p, seq, id int
+		var channel string
+		if _, err := fmt.Sscanf(r, "%d/%d id=%d channel=%s", &p, &seq, &id, &channel); err != nil {
+			t.Fatalf("row %q: %v", r, err)
+		}
+		wantChannel := "-"
+		if i >= n {
+			wantChannel = fmt.Sprintf("c%d", i)
+		}
+		k := i % n / 4
+		if i >= n {
+			k += n / 4
+		}
+		if id != i || p != i%4 || seq != k || channel != wantChannel {
+			t.Errorf("row %d: %q, want %d/%d id=%d channel=%s", i, r, i%4, k, i, wantChannel)
+		}
+	}
 }
 
 // sendAutoVersions sends two orders written with each schema version in
@@ -289,7 +358,7 @@ func TestAutoColumnsParquet(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "parquet")
-	send, done := runAuto(t, ctx, dir, `
+	send, done := runAuto(t, ctx, dir, 1, `
       type: parquet
       dir: `+out+`
       max_rows: 2
