@@ -18,7 +18,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
-
 	hamba "github.com/hamba/avro/v2"
 
 	"github.com/ehsink/ehsink/checkpoint"
@@ -162,12 +161,11 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 			return fail("sink.columns", err)
 		}
 		sinkCfg = d.cfg
-		cols := d.cols
-		log.Info("columns derived from the Avro schema (columns: auto)", "columns", strings.Join(cols.Names(), ","))
+		log.Info("columns derived from the Avro schema (columns: auto)", "columns", strings.Join(d.cols.Names(), ","))
 		if spec.Source.Registry.ReaderSchema == "" {
 			// With a reader schema every event resolves into it: a newer
 			// writer's field never reaches the mapping.
-			auto = newAutoState(spec, cols, func(w hamba.Schema) {
+			auto = newAutoState(spec, d.cols, func(w hamba.Schema) {
 				log.Info("an event's writer schema adds a field; restarting to add its column before writing it")
 				cs.addAutoExtra(w)
 				cs.requestRestart()
