@@ -27,7 +27,7 @@ func TestAutoColumnsIceberg(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	catalogDB := filepath.Join(dir, "catalog.db")
-	send, done := runAuto(t, ctx, dir, 1, `
+	send, done := runAuto(t, ctx, dir, 1, false, `
       type: iceberg
       catalog: {type: sql, driver: sqlite, uri: `+catalogDB+`}
       warehouse: {dir: `+filepath.Join(dir, "warehouse")+`}

@@ -2,6 +2,7 @@ package connector_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,84 +51,100 @@ const (
 // with the columns v1 derives, adds channel when the first v2 event
 // arrives (a restart re-derives the columns and the sink's evolve adds
 // it before that event is written), and keeps note when v3 drops it.
-// Every event is a row once, with the values it was sent with.
+// Every event is a row once, with the values it was sent with. It runs
+// with the Azure registry (content type avro/binary+ID) and with the
+// Confluent one (framed bodies, the subject's latest version).
 func TestAutoColumnsFollowTheSchema(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.WithoutCancel(ctx))
-	send, done := runAuto(t, ctx, dir, 1, `
+	for _, confluent := range []bool{false, true} {
+		t.Run(map[bool]string{false: "azure", true: "confluent"}[confluent], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			dsn, db := newPostgres(t, ctx)
+			send, done := runAuto(t, ctx, dir, 1, confluent, `
       type: postgres
       dsn: "`+dsn+`"
       table: public.orders
       create_table: true
       columns: auto`)
-	count := func() int {
-		var n int
-		// The table does not exist until the connector derived its columns.
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'orders'`).Scan(&n); err != nil || n == 0 {
-			return 0
-		}
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM public.orders`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	columns := func() string {
-		rows, err := db.Query(ctx, `SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM information_schema.columns
-			WHERE table_schema = 'public' AND table_name = 'orders' ORDER BY ordinal_position`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(cols, "\n")
-	}
+			count := func() int {
+				var n int
+				// The table does not exist until the connector derived its columns.
+				if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'orders'`).Scan(&n); err != nil || n == 0 {
+					return 0
+				}
+				if err := db.QueryRow(ctx, `SELECT count(*) FROM public.orders`).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			columns := func() string {
+				rows, err := db.Query(ctx, `SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM information_schema.columns
+					WHERE table_schema = 'public' AND table_name = 'orders' ORDER BY ordinal_position`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return strings.Join(cols, "\n")
+			}
 
-	const v1Columns = `partition text NO
+			const v1Columns = `partition text NO
 seq bigint NO
 enqueued_at timestamp with time zone NO
 id bigint YES
 amount numeric YES
 placed timestamp with time zone YES
 note text YES`
-	sendAutoVersions(t, ctx, send, done, count, func(version int) {
-		want := map[int]string{1: v1Columns, 2: v1Columns + "\nchannel text YES", 3: v1Columns + "\nchannel text YES"}[version]
-		if got := columns(); got != want {
-			t.Fatalf("columns after v%d:\n%s\nwant\n%s", version, got, want)
-		}
-	})
-	rows, err := db.Query(ctx, `SELECT format('%s %s %s %s %s %s', seq, id, amount, placed AT TIME ZONE 'UTC', coalesce(note, '-'), coalesce(channel, '-'))
-		FROM public.orders ORDER BY seq`)
+			sendAutoVersions(t, ctx, send, done, count, func(version int) {
+				want := map[int]string{1: v1Columns, 2: v1Columns + "\nchannel text YES", 3: v1Columns + "\nchannel text YES"}[version]
+				if got := columns(); got != want {
+					t.Fatalf("columns after v%d:\n%s\nwant\n%s", version, got, want)
+				}
+			})
+			rows, err := db.Query(ctx, `SELECT format('%s %s %s %s %s %s', seq, id, amount, placed AT TIME ZONE 'UTC', coalesce(note, '-'), coalesce(channel, '-'))
+				FROM public.orders ORDER BY seq`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i, v := range []string{"10.50 %s first -", "-3.00 %s - -", "1.25 %s third app", "2.00 %s - web", "5.55 %s - pos", "6.00 %s - web"} {
+				want = append(want, fmt.Sprintf("%d %d "+v, i, i+1, fmt.Sprintf("2024-05-01 12:00:00.00%d", i+1)))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("rows:\n%s\nwant (each event once):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// newPostgres makes a database of the test's PostgreSQL and connects to
+// it until the test ends.
+func newPostgres(t *testing.T, ctx context.Context) (string, *pgx.Conn) {
+	t.Helper()
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	db, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for i, v := range []string{"10.50 %s first -", "-3.00 %s - -", "1.25 %s third app", "2.00 %s - web", "5.55 %s - pos", "6.00 %s - web"} {
-		want = append(want, fmt.Sprintf("%d %d "+v, i, i+1, fmt.Sprintf("2024-05-01 12:00:00.00%d", i+1)))
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("rows:\n%s\nwant (each event once):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	t.Cleanup(func() { db.Close(context.WithoutCancel(ctx)) })
+	return dsn, db
 }
 
 // runAuto runs a connector reading Avro from an emulator hub of
 // partitions partitions, with sink as its sink block (columns: auto),
 // until the test ends; send registers a schema (as shop.Order in group
-// shop, the connector's subject) and sends orders written with it, the
-// i-th to partition i modulo partitions, one batch per partition.
-func runAuto(t *testing.T, ctx context.Context, dir string, partitions int, sink string) (send func(schema string, orders ...string), done <-chan error) {
+// shop, the connector's subject; with confluent, in subject orders-value
+// of the emulator's Confluent registry, the events framed as Kafka
+// clients frame them) and sends orders written with it, the i-th to
+// partition i modulo partitions, one batch per partition.
+func runAuto(t *testing.T, ctx context.Context, dir string, partitions int, confluent bool, sink string) (send func(schema string, orders ...string), done <-chan error) {
 	t.Helper()
 	cfg, _, _ := loadWithMetrics(t, dir, `
 drain_timeout: 5s
@@ -138,7 +155,7 @@ connectors:
       connection: emulator
       eventhub: orders
       format: avro
-      registry: {type: azure, group: shop, subject: shop.Order}
+      registry: `+map[bool]string{false: "{type: azure, group: shop, subject: shop.Order}", true: "{type: confluent, subject: orders-value}"}[confluent]+`
       batch: {max_events: 10, max_wait: 100ms}
     checkpoint: {file: {dir: `+filepath.Join(dir, "checkpoints")+`}}
     errors: {retry: {initial_backoff: 20ms, max_backoff: 200ms}}
@@ -161,9 +178,30 @@ connectors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
+	azure, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	kafka, err := schemaregistry.NewConfluent("https://"+srv.SchemaRegistryAddr(), "", "", hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// register returns the event's content type and the framing its body
+	// starts with.
+	register := func(schema string) (*string, []byte) {
+		if confluent {
+			id, err := kafka.Register(ctx, "orders-value", schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nil, binary.BigEndian.AppendUint32([]byte{0}, uint32(id))
+		}
+		id, err := azure.Register(ctx, "shop", "shop.Order", schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := schemaregistry.AzureContentTypePrefix + id
+		return &ct, nil
 	}
 	producer, err := azeventhubs.NewProducerClientFromConnectionString(srv.ConnectionString("orders"), "", nil)
 	if err != nil {
@@ -172,15 +210,11 @@ connectors:
 	t.Cleanup(func() { producer.Close(context.WithoutCancel(ctx)) })
 	return func(schema string, orders ...string) {
 		t.Helper()
-		id, err := client.Register(ctx, "shop", "shop.Order", schema)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ct, framing := register(schema)
 		parsed, err := avro.ParseSchema(schema)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ct := schemaregistry.AzureContentTypePrefix + id
 		for p := range partitions {
 			pid := strconv.Itoa(p)
 			batch, err := producer.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &pid})
@@ -192,7 +226,8 @@ connectors:
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := batch.AddEventData(&azeventhubs.EventData{Body: body, ContentType: &ct}, nil); err != nil {
+				body = append(slices.Clip(framing), body...)
+				if err := batch.AddEventData(&azeventhubs.EventData{Body: body, ContentType: ct}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -210,13 +245,8 @@ connectors:
 func TestAutoColumnsPartitions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.WithoutCancel(ctx))
-	send, done := runAuto(t, ctx, t.TempDir(), 4, `
+	dsn, db := newPostgres(t, ctx)
+	send, done := runAuto(t, ctx, t.TempDir(), 4, false, `
       type: postgres
       dsn: "`+dsn+`"
       table: public.orders
@@ -358,7 +388,7 @@ func TestAutoColumnsParquet(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "parquet")
-	send, done := runAuto(t, ctx, dir, 1, `
+	send, done := runAuto(t, ctx, dir, 1, false, `
       type: parquet
       dir: `+out+`
       max_rows: 2
