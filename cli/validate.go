@@ -19,6 +19,7 @@ It prints "ok" when the file is valid. --print prints the effective config
 instead: defaults filled in, every secret shown as ***, followed by the SQL
 each PostgreSQL connector runs when it starts (state tables, tombstone
 table, and the table create_table derives from the mapping), as comments.
+A sink with columns: auto lists the columns its reader_schema derives.
 
 Exit status: 0 valid, 2 invalid or bad usage.
 `
@@ -37,7 +38,7 @@ func (o Options) runValidate(ctx context.Context, args []string, stdout, stderr 
 		return exitUsage
 	}
 	if *print {
-		if err := errors.Join(cfg.Print(stdout), cfg.PrintDDL(stdout)); err != nil {
+		if err := errors.Join(cfg.Print(stdout), cfg.PrintDerived(stdout), cfg.PrintDDL(stdout)); err != nil {
 			fmt.Fprintf(stderr, "ehsink validate: %v\n", err)
 			return exitFailure
 		}

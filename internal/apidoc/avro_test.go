@@ -147,9 +147,69 @@ func TestAvroRegistryRequests(t *testing.T) {
 	// registry write of `ehsink send --avro`, or the ops API's restart.
 	for _, d := range documented {
 		switch d {
-		case "GET /schemas/ids/{id}", "GET /$schemaGroups/$schemas/{id}", "POST /v1/connectors/{name}/restart":
+		case "GET /schemas/ids/{id}", "GET /$schemaGroups/$schemas/{id}", "POST /v1/connectors/{name}/restart",
+			newestConfluent, newestAzure: // columns: auto, TestAvroNewestRequests
 		default:
 			t.Errorf("docs/configuration.md's Avro events section names %q, which no registry request or API of ehsink is", d)
+		}
+	}
+}
+
+// The requests columns: auto makes at start, as the Avro events section
+// writes them.
+const (
+	newestConfluent = "GET /subjects/{subject}/versions/latest"
+	newestAzure     = "GET /$schemaGroups/{group}/schemas/{subject}/versions/{v}"
+)
+
+// TestAvroNewestRequests holds the section's columns: auto requests to
+// what the clients send: Confluent's latest version of the subject, and
+// Azure's versions from 1 until one is unknown, the last known one being
+// the newest.
+func TestAvroNewestRequests(t *testing.T) {
+	text, err := os.ReadFile(configDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := sectionText(string(text), "### Avro events")
+	const v1, v2 = `{"type":"record","name":"P","fields":[]}`, `{"type":"record","name":"P","fields":[{"name":"n","type":"int","default":0}]}`
+	var requests []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests = append(requests, r.Method+" "+r.URL.Path)
+		switch r.URL.Path {
+		case "/subjects/orders-value/versions/latest":
+			_ = json.NewEncoder(w).Encode(map[string]string{"schema": v2})
+		case "/$schemaGroups/shop/schemas/shop.P/versions/1":
+			_, _ = w.Write([]byte(v1))
+		case "/$schemaGroups/shop/schemas/shop.P/versions/2":
+			_, _ = w.Write([]byte(v2))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	c, err := schemaregistry.NewConfluent(srv.URL, "", "", srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Newest(t.Context(), "orders-value"); err != nil || got != v2 {
+		t.Errorf("confluent newest: %q, %v", got, err)
+	}
+	a, err := schemaregistry.NewAzure(srv.URL, nil, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Newest(t.Context(), "shop", "shop.P"); err != nil || got != v2 {
+		t.Errorf("azure newest: %q, %v", got, err)
+	}
+	want := []string{"GET /subjects/orders-value/versions/latest", "GET /$schemaGroups/shop/schemas/shop.P/versions/1",
+		"GET /$schemaGroups/shop/schemas/shop.P/versions/2", "GET /$schemaGroups/shop/schemas/shop.P/versions/3"}
+	if !slices.Equal(requests, want) {
+		t.Errorf("requests %q, want %q", requests, want)
+	}
+	for _, d := range []string{newestConfluent, newestAzure} {
+		if !strings.Contains(section, "`"+d+"`") {
+			t.Errorf("the Avro events section does not name %q", d)
 		}
 	}
 }

@@ -22,6 +22,7 @@ type Marshaler interface {
 var (
 	marshalerType     = reflect.TypeFor[Marshaler]()
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+	yamlNodeType      = reflect.TypeFor[*yaml.Node]()
 )
 
 // Marshal writes v as YAML by the same `yaml` tags [Decode] reads, so that
@@ -62,6 +63,11 @@ func encodeValue(v reflect.Value) (*yaml.Node, error) {
 		return scalarNode(nil)
 	}
 	t := v.Type()
+	if t == yamlNodeType && !v.IsNil() {
+		// A MarshalConfig that edits what Marshal wrote (SinkSpec's
+		// columns: auto) returns the node itself.
+		return v.Interface().(*yaml.Node), nil
+	}
 	if t.Implements(marshalerType) && !(t.Kind() == reflect.Pointer && v.IsNil()) {
 		repl, err := v.Interface().(Marshaler).MarshalConfig()
 		if err != nil {

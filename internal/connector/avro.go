@@ -70,6 +70,10 @@ type RegistrySpec struct {
 	// whatever version wrote the event. If empty, each event is read
 	// with the schema it was written with.
 	ReaderSchema string `yaml:"reader_schema"`
+	// Subject names the schema `columns: auto` derives a sink's columns
+	// from, without a reader_schema: its newest version in group (azure),
+	// or the subject's latest (confluent, such as HUB-value).
+	Subject string `yaml:"subject"`
 	// CacheSize bounds the schemas kept in memory. If zero, 1000.
 	CacheSize int `yaml:"cache_size"`
 }
@@ -270,6 +274,12 @@ func (pr *partitionRun) decode(ctx context.Context, ev *sinks.Event) (poison, er
 			// keeps them, not the JSON (sinks.Event.RawBody).
 			ev.RawBody = ev.Body
 			ev.Body = out[start:len(out):len(out)]
+			if a := pr.r.opts.auto; a != nil {
+				// AppendJSON cached the writer schema: no registry call.
+				if id, w, err := dec.Writer(ctx, ev.ContentType, ev.RawBody); err == nil && a.grows(id, w) {
+					return nil, pr.r.errorf(pr.src, "seq %d schema %s: %w", ev.SequenceNumber, id, errColumnsGrew)
+				}
+			}
 			return nil, nil
 		}
 		if errors.Is(derr, schemaregistry.ErrPoison) {

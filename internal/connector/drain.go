@@ -36,7 +36,9 @@ func (pr *partitionRun) giveUp(err error) error {
 func (pr *partitionRun) drain(ctx context.Context, inHand []sinks.Event) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.r.opts.DrainTimeout)
 	defer cancel()
-	if err := pr.take(dctx, inHand); err != nil {
+	if err := pr.take(dctx, inHand); err != nil && !errors.Is(err, errColumnsGrew) {
+		// A batch with an event whose column is not there yet is left for
+		// the restart under way (take wrote none of it).
 		if givingUp(err) {
 			return pr.giveUp(err)
 		}

@@ -86,18 +86,53 @@ func load(raw map[string]any, opts LoadOptions) (*Config, error) {
 		if i < len(sinkRaws) {
 			sinkRaw = sinkRaws[i]
 		}
-		err := decodeSink(fmt.Sprintf("connectors[%d].sink", i), &c.Connectors[i].Sink, sinkRaw, reg)
+		path := fmt.Sprintf("connectors[%d].sink", i)
+		auto, err := takeAuto(path, sinkRaw)
+		c.Connectors[i].Sink.Auto = auto
+		if err == nil {
+			err = decodeSink(path, &c.Connectors[i].Sink, sinkRaw, reg)
+		}
+		if d, lerr := reg.Lookup(c.Connectors[i].Sink.Type); auto != nil && lerr == nil {
+			auto.newConfig = d.NewConfig
+		}
 		sinkErrs = append(sinkErrs, config.Errors(err)...)
 		errs = append(errs, err)
 	}
 	full := c.withDefaults()
-	errs = append(errs, withoutRepeats(full.validate(), sinkErrs))
+	verr := withoutRepeats(full.validate(), sinkErrs)
+	errs = append(errs, verr)
+	if verr == nil {
+		errs = append(errs, deriveFromReaders(full))
+	}
 	if err := errors.Join(errs...); err != nil {
 		if err = joinProblems(err, opts.Ignore); err != nil {
 			return nil, err
 		}
 	}
 	return full, nil
+}
+
+// deriveFromReaders derives the columns of every `columns: auto` sink
+// whose connector has a reader_schema (no registry needed), so that
+// validate checks and prints them; the others are derived at start.
+func deriveFromReaders(c *Config) error {
+	var errs []error
+	for i := range c.Connectors {
+		s := &c.Connectors[i]
+		r := s.Source.Registry
+		if s.Sink.Auto == nil || r == nil || r.ReaderSchema == "" {
+			continue
+		}
+		path := fmt.Sprintf("connectors[%d].sink", i)
+		base, err := readSchemaFile(r.ReaderSchema)
+		if err == nil {
+			s.Sink.Config, _, err = deriveSink(*s, base, nil)
+		}
+		if err != nil {
+			errs = append(errs, sinkProblems(path, fmt.Errorf("columns: auto from %s: %w", r.ReaderSchema, err))...)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // joinProblems flattens err into its *config.Error problems, without

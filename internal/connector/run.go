@@ -11,12 +11,14 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	hamba "github.com/hamba/avro/v2"
 
 	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/sinks"
@@ -145,6 +147,31 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if sinkCfg == nil {
 		sinkCfg = driver.NewConfig()
 	}
+	// With columns: auto the registry is asked before the sink is built:
+	// the columns it derives are the sink's.
+	decoder, err := newDecoder(spec, conn, env)
+	if err != nil {
+		return fail("source.registry", err)
+	}
+	var auto *autoState
+	if spec.Sink.Auto != nil && decoder != nil {
+		d, err := startWithRetry(ctx, "schema registry", spec.Errors.Retry, func(err error) bool { return !errors.Is(err, errAutoColumns) }, func(error) {}, log,
+			func() (derived, error) { return deriveAtStart(ctx, spec, decoder, cs.autoExtra()) })
+		if err != nil {
+			return fail("sink.columns", err)
+		}
+		sinkCfg = d.cfg
+		log.Info("columns derived from the Avro schema (columns: auto)", "columns", strings.Join(d.cols.Names(), ","))
+		if spec.Source.Registry.ReaderSchema == "" {
+			// With a reader schema every event resolves into it: a newer
+			// writer's field never reaches the mapping.
+			auto = newAutoState(spec, d.cols, func(w hamba.Schema) {
+				log.Info("an event's writer schema adds a field; restarting to add its column before writing it")
+				cs.addAutoExtra(w)
+				cs.requestRestart()
+			})
+		}
+	}
 	cs.describe(info.EventHub, info.ConsumerGroup, spec.Sink.Type)
 	sink, err := newSink(ctx, driver, sinkCfg, info, spec.Errors.Retry, cs.sinkUnavailable, log)
 	cs.sinkReached(err)
@@ -167,12 +194,8 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 		return fail("errors.dead_letter", err)
 	}
 
-	decoder, err := newDecoder(spec, conn, env)
-	if err != nil {
-		return fail("source.registry", err)
-	}
 	ropts := runnerOptions(cfg, spec, sink, sinkCfg, dead, met, cs, log)
-	ropts.Decoder = decoder
+	ropts.Decoder, ropts.auto = decoder, auto
 	runner, err := NewRunner(ropts)
 	if err != nil {
 		return fail("runner", err)

@@ -155,6 +155,11 @@ type RunnerOptions struct {
 	Metrics *Metrics
 	// now is the clock; tests replace it.
 	now func() time.Time
+	// auto, when set, is the connector's columns: auto without a reader
+	// schema: an event whose writer schema has a field the columns lack
+	// is not written; its partition drains what came before and waits
+	// for the restart auto asks for (errColumnsGrew).
+	auto *autoState
 	// pause, when set, is the connector's pause switch (see Control).
 	pause *gate
 	// sinkCalled, when set, receives the outcome of every sink call, so
@@ -408,6 +413,12 @@ func (pr *partitionRun) handleFailed(ctx context.Context, err error) error {
 	if errors.Is(err, sinks.ErrFenced) {
 		log.Warn("another writer committed this partition; giving it up", "error", err)
 		return nil
+	}
+	if errors.Is(err, errColumnsGrew) {
+		// The batch is not written: the restart auto asked for cancels
+		// ctx, and the connector reads it again with the column added.
+		<-ctx.Done()
+		return pr.drain(ctx, nil)
 	}
 	if errors.Is(err, ErrOwnershipLost) && ctx.Err() == nil {
 		// checkLease: the lease was not renewed in time

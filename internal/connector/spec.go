@@ -193,6 +193,10 @@ type SinkSpec struct {
 	// Config is the decoded, validated sink config (what the driver's
 	// NewConfig returned), set by the loader.
 	Config any `yaml:"-"`
+	// Auto, when set, is the block's `columns: auto`: the loader derives
+	// Config's columns from the reader schema, or leaves the metadata
+	// columns there until the connector starts and asks the registry.
+	Auto *AutoColumns `yaml:"-"`
 }
 
 // ErrorsSpec is the connector's error policy.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	hamba "github.com/hamba/avro/v2"
 )
 
 // ErrUnknownConnector is matched (errors.Is) by [Control] calls naming a
@@ -263,10 +264,7 @@ func (c *Control) Restart(name string) error {
 	if cs.state == StateStopped || cs.state == StateFailed {
 		return fmt.Errorf("connector %q is %s: %w", name, cs.state, ErrConnectorState)
 	}
-	select {
-	case cs.restart <- struct{}{}:
-	default: // a restart is already pending
-	}
+	cs.requestRestart()
 	return nil
 }
 
@@ -278,6 +276,9 @@ type connState struct {
 	met     *Metrics
 	gate    *gate
 	restart chan struct{} // a pending restart request, buffered 1
+
+	autoMu sync.Mutex     // guards extra
+	extra  []hamba.Schema // writer schemas whose fields columns: auto added, oldest first
 
 	mu            sync.Mutex // guards the fields below
 	state         State
@@ -395,6 +396,29 @@ func (cs *connState) run(ctx context.Context, log *slog.Logger, attempt func(con
 		}
 		return err
 	}
+}
+
+// requestRestart asks the connector to restart, as Control.Restart does.
+func (cs *connState) requestRestart() {
+	select {
+	case cs.restart <- struct{}{}:
+	default: // a restart is already pending
+	}
+}
+
+// addAutoExtra records a writer schema whose fields the next start's
+// columns: auto derivation adds: the registry's newest schema may lack
+// them (an older producer still writing, a field removed since).
+func (cs *connState) addAutoExtra(w hamba.Schema) {
+	cs.autoMu.Lock()
+	defer cs.autoMu.Unlock()
+	cs.extra = append(cs.extra, w)
+}
+
+func (cs *connState) autoExtra() []hamba.Schema {
+	cs.autoMu.Lock()
+	defer cs.autoMu.Unlock()
+	return slices.Clone(cs.extra)
 }
 
 // describe records what the connector reads and where it writes.

@@ -96,6 +96,7 @@ func (s *Spec) validate(path string, emu *EmulatorSpec, p *problems) {
 		s.Filter.validate(path+".filter", p)
 	}
 	s.Sink.validate(path+".sink", p)
+	s.validateAuto(path, p)
 	s.Errors.validate(path+".errors", p)
 }
 

@@ -34,3 +34,26 @@ func TestAvroEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoColumns: `ehsink test` checks a columns: auto connector against
+// the columns it derives, and prints them: from the schemas the events
+// name (v1's fields, then v2's channel) or from the reader schema.
+func TestAutoColumns(t *testing.T) {
+	res, out, err := runFile(t, "testdata/auto.yaml", "testdata/auto_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 0 || res.Cases != 2 {
+		t.Fatalf("result %+v, want 2 cases passed; report:\n%s", res, out)
+	}
+	for _, want := range []string{
+		"connector by-registry: columns: auto derives\n  - {name: partition, from: \"@partition\", type: string, nullable: false}\n",
+		"  - {name: note, from: \"$.note\", type: string, nullable: true}\n  - {name: channel, from: \"$.channel\", type: string, nullable: true}\n",
+		"connector by-reader: columns: auto derives\n",
+		"  - {name: amount, from: \"$.amount\", type: decimal(12,2), nullable: false}\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	hamba "github.com/hamba/avro/v2"
+
 	"github.com/ehsink/ehsink/internal/config"
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/table/cdc"
@@ -51,9 +53,16 @@ func RunFiles(ctx context.Context, configPath string, opts connector.LoadOptions
 // expected of the stdout sink, an expected value its column cannot hold) is
 // a [*MalformedError] and nothing is run.
 func Run(ctx context.Context, cfg *connector.Config, testPath string, f *File, w io.Writer) (Result, error) {
-	cases, err := prepare(cfg, testPath, f)
+	cases, auto, err := prepare(cfg, testPath, f)
 	if err != nil {
 		return Result{}, err
+	}
+	for _, spec := range auto {
+		// What columns: auto derived is what the cases are checked against.
+		fmt.Fprintf(w, "connector %s: columns: auto derives\n", spec.Name)
+		for _, line := range connector.DerivedColumns(spec) {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
 	}
 	res := Result{Cases: len(cases)}
 	for _, c := range cases {
@@ -131,7 +140,7 @@ type target interface {
 	apply(ctx context.Context, ev *sinks.Event) outcome
 }
 
-func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, error) {
+func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, []connector.Spec, error) {
 	var problems []*config.Error
 	add := func(path string, err error) { problems = append(problems, &config.Error{Path: path, Err: err}) }
 	if len(f.Tests) == 0 {
@@ -143,6 +152,10 @@ func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, e
 	for i := range cfg.Connectors {
 		specs[cfg.Connectors[i].Name] = &cfg.Connectors[i]
 		names = append(names, cfg.Connectors[i].Name)
+	}
+	auto, err := deriveAuto(specs, filepath.Dir(testPath), f)
+	if err != nil {
+		add("tests", err)
 	}
 	var out []preparedCase
 	for i, tc := range f.Tests {
@@ -193,9 +206,61 @@ func prepare(cfg *connector.Config, testPath string, f *File) ([]preparedCase, e
 		out = append(out, pc)
 	}
 	if len(problems) > 0 {
-		return nil, &MalformedError{Path: testPath, Problems: problems}
+		return nil, nil, &MalformedError{Path: testPath, Problems: problems}
 	}
-	return out, nil
+	return out, auto, nil
+}
+
+// deriveAuto derives the columns of the `columns: auto` connectors the
+// cases test, replacing their specs: from the reader schema (at load),
+// or else from the schemas the cases' events are written with, in the
+// order they come, as the running connector derives from the newest
+// schema and grows with each writer schema that adds a field.
+func deriveAuto(specs map[string]*connector.Spec, dir string, f *File) ([]connector.Spec, error) {
+	writers := map[string][]hamba.Schema{}
+	seen := map[string]bool{}
+	var order []string
+	var errs []error
+	for _, tc := range f.Tests {
+		spec := specs[tc.Connector]
+		if spec == nil || spec.Sink.Auto == nil {
+			continue
+		}
+		if !seen[tc.Connector] {
+			seen[tc.Connector] = true
+			order = append(order, tc.Connector)
+		}
+		if r := spec.Source.Registry; r == nil || r.ReaderSchema != "" {
+			continue
+		}
+		for _, e := range tc.Events {
+			if e.AvroSchema == "" {
+				continue
+			}
+			w, err := schemaOf(dir, e.AvroSchema)
+			if err != nil {
+				continue // the event's own check reports it
+			}
+			writers[tc.Connector] = append(writers[tc.Connector], w)
+		}
+	}
+	var out []connector.Spec
+	for _, name := range order {
+		spec := *specs[name]
+		if ws := writers[name]; len(ws) > 0 {
+			var err error
+			if spec, err = spec.WithDerivedColumns(ws[0], ws[1:]); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		} else if r := spec.Source.Registry; r != nil && r.ReaderSchema == "" {
+			errs = append(errs, fmt.Errorf("connector %q: columns: auto: no event names its avro_schema, the schema the columns are derived from", name))
+			continue
+		}
+		specs[name] = &spec
+		out = append(out, spec)
+	}
+	return out, errors.Join(errs...)
 }
 
 // event builds the event e describes; index is its place in its case.

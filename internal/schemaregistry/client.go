@@ -241,15 +241,21 @@ func (c *Confluent) Schema(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return avroSchemaOf(b, "schema "+id)
+}
+
+// avroSchemaOf reads the Avro schema of a Confluent answer ({"schema",
+// "schemaType"}) about what.
+func avroSchemaOf(b []byte, what string) (string, error) {
 	var r struct {
 		Schema     string `json:"schema"`
 		SchemaType string `json:"schemaType"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return "", fmt.Errorf("schema registry: schema %s: %w", id, err)
+		return "", fmt.Errorf("schema registry: %s: %w", what, err)
 	}
 	if r.SchemaType != "" && !strings.EqualFold(r.SchemaType, "AVRO") {
-		return "", fmt.Errorf("schema %s is a %s schema, not Avro", id, r.SchemaType)
+		return "", fmt.Errorf("%s is a %s schema, not Avro", what, r.SchemaType)
 	}
 	return r.Schema, nil
 }
@@ -286,4 +292,33 @@ func (c *Confluent) do(ctx context.Context, method, path string, body io.Reader)
 	}
 	b, _, err := send(c.http, req)
 	return b, err
+}
+
+// Newest returns the newest version of the schema named name in group.
+// The service lists no versions in the API version spoken here, so the
+// versions are read from 1 up until one is unknown: they are numbered
+// from 1 without gaps. An error wrapping ErrUnknownSchema means nothing
+// is registered under that name yet.
+func (a *Azure) Newest(ctx context.Context, group, name string) (string, error) {
+	var newest string
+	for v := 1; ; v++ {
+		b, _, err := a.do(ctx, http.MethodGet, "/$schemaGroups/"+url.PathEscape(group)+"/schemas/"+url.PathEscape(name)+"/versions/"+strconv.Itoa(v), "", nil)
+		switch {
+		case errors.Is(err, ErrUnknownSchema) && v > 1:
+			return newest, nil
+		case err != nil:
+			return "", fmt.Errorf("schema %s in group %s version %d: %w", name, group, v, err)
+		}
+		newest = string(b)
+	}
+}
+
+// Newest returns the latest schema registered under subject. An error
+// wrapping ErrUnknownSchema means the subject has none yet.
+func (c *Confluent) Newest(ctx context.Context, subject string) (string, error) {
+	b, err := c.do(ctx, http.MethodGet, "/subjects/"+url.PathEscape(subject)+"/versions/latest", nil)
+	if err != nil {
+		return "", fmt.Errorf("subject %s: %w", subject, err)
+	}
+	return avroSchemaOf(b, "the latest schema of subject "+subject)
 }

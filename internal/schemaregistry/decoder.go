@@ -88,7 +88,9 @@ type entry struct {
 	id    string
 	ready chan struct{} // closed once prog or err is set
 	prog  *avro.Program
-	err   error // a *PoisonError (nil while fetching or with prog)
+	// writer is the schema prog reads (set with prog).
+	writer hamba.Schema
+	err    error // a *PoisonError (nil while fetching or with prog)
 	// transient is the registry's error of a failed fetch (prog and err
 	// nil); the entry is then forgotten.
 	transient error
@@ -108,6 +110,9 @@ func NewDecoder(o Options) (*Decoder, error) {
 	}
 	return &Decoder{opts: o, entries: map[string]*list.Element{}}, nil
 }
+
+// Registry returns the registry the decoder fetches schemas from.
+func (d *Decoder) Registry() Client { return d.opts.Registry }
 
 // AzureContentTypePrefix starts the content type of an Azure Schema
 // Registry Avro event; the schema id follows.
@@ -152,9 +157,33 @@ func (d *Decoder) AppendJSON(ctx context.Context, contentType *string, body, dst
 	return out, nil
 }
 
+// Writer returns the schema id of an event and the schema it was written
+// with, as AppendJSON finds them (from the cache after AppendJSON decoded
+// the event). Errors are AppendJSON's.
+func (d *Decoder) Writer(ctx context.Context, contentType *string, body []byte) (string, hamba.Schema, error) {
+	id, _, err := d.SchemaID(contentType, body)
+	if err != nil {
+		return "", nil, err
+	}
+	e, err := d.ready(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, e.writer, nil
+}
+
 // program returns the compiled program of id, from the cache or the
 // registry.
 func (d *Decoder) program(ctx context.Context, id string) (*avro.Program, error) {
+	e, err := d.ready(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.prog, nil
+}
+
+// ready returns the entry of id once it holds a program, or its error.
+func (d *Decoder) ready(ctx context.Context, id string) (*entry, error) {
 	e, fetch := d.lookup(id)
 	if fetch {
 		d.fetch(ctx, e)
@@ -173,7 +202,10 @@ func (d *Decoder) program(ctx context.Context, id string) (*avro.Program, error)
 		// (the caller's retry) asks the registry again.
 		return nil, e.transient
 	}
-	return e.prog, e.err
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
 }
 
 // lookup returns the entry of id, creating it (fetch true: the caller
@@ -226,7 +258,7 @@ func (d *Decoder) fetch(ctx context.Context, e *entry) {
 		e.err = &PoisonError{Reason: "schema " + e.id, Err: err}
 		return
 	}
-	e.prog = prog
+	e.prog, e.writer = prog, w
 }
 
 func (d *Decoder) forget(e *entry) {
