@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -73,10 +72,10 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	}
 	listen := l.Addr().String()
 	l.Close()
-	first := writeFile(t, dir, "first.yaml", deadLetterConfig(dir, listen, dsn, "numeric(4,2)", ""))
-	fixed := writeFile(t, dir, "fixed.yaml", deadLetterConfig(dir, listen, dsn, "numeric(7,2)", `
+	first := writeIn(t, dir, "first.yaml", deadLetterConfig(dir, listen, dsn, "numeric(4,2)", ""))
+	fixed := writeIn(t, dir, "fixed.yaml", deadLetterConfig(dir, listen, dsn, "numeric(7,2)", `
     filter: {drop: "$.test == true"}`))
-	events := writeFile(t, dir, "events.jsonl", strings.Join([]string{
+	events := writeIn(t, dir, "events.jsonl", strings.Join([]string{
 		`{"id":"o-1","amount":12.5}`,
 		`{"id":"o-2","amount":1234.5}`,
 		`{"id":"o-3","amount":3}`,
@@ -217,12 +216,11 @@ func (c *cancelOnWrite) Write(p []byte) (int, error) {
 }
 
 // writeFile writes text to dir/name and returns its path.
-func writeFile(t *testing.T, dir, name, text string) string {
+// writeIn writes text to a file name in dir (writeFile) and returns its path.
+func writeIn(t *testing.T, dir, name, text string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, text)
 	return path
 }
 
@@ -249,7 +247,7 @@ func waitFor(t *testing.T, ctx context.Context, done <-chan int, what string, co
 func TestDeadLettersFiles(t *testing.T) {
 	dir := t.TempDir()
 	dead := filepath.Join(dir, "dead")
-	path := writeFile(t, dir, "connectors.yaml", `
+	path := writeIn(t, dir, "connectors.yaml", `
 connectors:
   - name: lines
     source: {connection: "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=${EH_KEY};EntityPath=orders"}
