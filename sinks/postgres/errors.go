@@ -29,6 +29,12 @@ func transientCode(code string) bool {
 		"57P02", // crash_shutdown
 		"57P03", // cannot_connect_now
 		"57014", // query_canceled (statement_timeout, pg_cancel_backend)
+		// the server ended the session (its transaction rolled back):
+		// the batch is written again on another connection. A writer
+		// whose path was cut in a transaction meets this after the heal.
+		"25P03", // idle_in_transaction_session_timeout
+		"25P04", // transaction_timeout (PostgreSQL 17)
+		"57P05", // idle_session_timeout
 		"53100", // disk_full: waited out like an outage
 		"53200", // out_of_memory
 		"53300", // too_many_connections

@@ -91,6 +91,7 @@ func TestIsTransient(t *testing.T) {
 		want bool
 	}{
 		{&pgconn.PgError{Code: "57P01"}, true},
+		{&pgconn.PgError{Code: "25P03", Severity: "FATAL"}, true}, // idle-in-transaction timeout
 		{&pgconn.PgError{Code: "40001"}, true},
 		{&pgconn.PgError{Code: "40P01"}, true},
 		{&pgconn.PgError{Code: "08006"}, true},
