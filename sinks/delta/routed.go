@@ -248,7 +248,9 @@ func (rw *routedWriter) FlushDue(now time.Time) bool {
 }
 
 // Flush commits the letters, then each table in the routes' order, and
-// returns the lowest of the tables' watermarks. A failure leaves the
+// returns the lowest of the tables' watermarks, or none while a table
+// holds no txn of the partition (as Open: a checkpoint of the others'
+// would skip what that table lacks). A failure leaves the
 // tables not yet committed open, and calling Flush again commits them; a
 // table that finds another owner committed the partition fences the
 // writer (sinks.ErrFenced), and the tables after it drop their files.
@@ -272,6 +274,7 @@ func (rw *routedWriter) Flush(ctx context.Context) (*sinks.Position, error) {
 		}
 	}
 	var low *sinks.Position
+	missing := false
 	for r, p := range rw.parts {
 		pos, err := p.Flush(ctx)
 		if err != nil {
@@ -281,9 +284,15 @@ func (rw *routedWriter) Flush(ctx context.Context) (*sinks.Position, error) {
 			}
 			return nil, err
 		}
-		if pos != nil && (low == nil || pos.SequenceNumber < low.SequenceNumber) {
+		switch {
+		case pos == nil:
+			missing = true
+		case low == nil || pos.SequenceNumber < low.SequenceNumber:
 			low = pos
 		}
+	}
+	if missing {
+		return nil, nil
 	}
 	return low, nil
 }
