@@ -13,6 +13,7 @@ import (
 	"github.com/ehsink/ehsink/internal/parquetfile"
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/table/mapping"
+	"github.com/ehsink/ehsink/internal/table/routing"
 	"github.com/ehsink/ehsink/sinks"
 	tableshape "github.com/ehsink/ehsink/sinks/table"
 )
@@ -22,14 +23,14 @@ import (
 // default set; a decoded config starts from it.
 type sinkConfig struct {
 	// Table is the table's folder: a local directory, or with Blob the
-	// folder in the container. Required.
+	// folder in the container. Required unless Routes are given.
 	Table string `yaml:"table"`
 	// Blob, when set, puts the table in an Azure Blob (or ADLS Gen2)
 	// container.
 	Blob *blobConfig `yaml:"blob"`
 	// Columns maps event values to the table's columns, in the mapping
 	// language shared with the Parquet, Iceberg and PostgreSQL sinks.
-	// Required.
+	// Required unless Routes are given.
 	Columns mapping.Columns `yaml:"columns"`
 	// Explode, when set, makes one row per element of the array at this
 	// JSON path (see [mapping.Options]).
@@ -40,9 +41,17 @@ type sinkConfig struct {
 	// nullable), a Delta date column COLUMN_date holding its UTC day. An
 	// existing table must have the same.
 	PartitionBy []string `yaml:"partition_by,omitempty"`
+	// Routes send each event to the table of the first route whose
+	// condition holds; they replace Table, Columns, Explode and
+	// PartitionBy. Every table has its own commits and its own txn of
+	// each partition, and each flush commits a txn to every table, so
+	// that a partition resumes from the lowest of them and each table
+	// skips what it holds.
+	Routes []routeConfig `yaml:"routes,omitempty"`
 	// DeadLetterTable is the folder of the table that the events the sink
 	// cannot write go to (created if missing), committed before the data
-	// of the same flush. If empty, Table + "_dead_letters".
+	// of the same flush. If empty, Table + "_dead_letters", or with
+	// Routes the folder dead_letters beside the first route's table.
 	DeadLetterTable string `yaml:"dead_letter_table"`
 	// CreateTable creates the table when its folder holds no Delta log.
 	// If false, a missing table is an error. Default true.
@@ -81,12 +90,58 @@ type sinkConfig struct {
 	// letters says this is the config of a dead-letter table's sink,
 	// which has no dead-letter table of its own.
 	letters bool
+	// routed says this is the config of one route's table: the routed
+	// sink above it holds the dead-letter table.
+	routed bool
 }
 
-// deadLetterTable is the dead-letter table's folder.
+// routeConfig is one entry of a delta sink's `routes:` list.
+type routeConfig struct {
+	// Name names the route in errors, logs and the tests of `ehsink test`.
+	// If empty, its table as written.
+	Name string `yaml:"name"`
+	// When is the condition an event must meet to take this route (package
+	// expr). Empty: every event no earlier route took (the default route).
+	When string `yaml:"when"`
+	// Table is the route's table folder, under the same storage as the
+	// sink's (a local directory, or a folder of the Blob container).
+	// Required.
+	Table string `yaml:"table"`
+	// Columns maps event values to the route's table. Required.
+	Columns mapping.Columns `yaml:"columns"`
+	// Explode makes one row per element of an array, as sinkConfig.Explode.
+	Explode mapping.Path `yaml:"explode,omitempty"`
+	// PartitionBy are the partition columns of the route's table, as
+	// sinkConfig.PartitionBy.
+	PartitionBy []string `yaml:"partition_by,omitempty"`
+}
+
+// routes returns c's routes: its Routes, or the one route of a sink
+// without them.
+func (c *sinkConfig) routes() []routeConfig {
+	if len(c.Routes) > 0 {
+		return c.Routes
+	}
+	return []routeConfig{{Table: c.Table, Columns: c.Columns, Explode: c.Explode, PartitionBy: c.PartitionBy}}
+}
+
+// routeName is route r's name in reports: its name, or its table.
+func routeName(r routeConfig) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.Table
+}
+
+// deadLetterTable is the dead-letter table's folder. Its default depends
+// on Table or Routes, so withDefaults does not set it (a decoded config
+// starts from newConfig's defaults).
 func (c *sinkConfig) deadLetterTable() string {
-	if c.DeadLetterTable != "" {
+	switch {
+	case c.DeadLetterTable != "":
 		return c.DeadLetterTable
+	case len(c.Routes) > 0:
+		return path.Join(path.Dir(strings.TrimRight(c.Routes[0].Table, "/")), "dead_letters")
 	}
 	return strings.TrimRight(c.Table, "/") + "_dead_letters"
 }
@@ -160,44 +215,44 @@ func (c *sinkConfig) Validate() error {
 	cc.withDefaults()
 	var errs []error
 	fe := func(field string, err error) { errs = append(errs, &sinks.FieldError{Field: field, Err: err}) }
-	if cc.Table == "" {
-		fe("table", errors.New("required (a directory, or with blob the folder in the container)"))
-	} else if cc.Blob != nil && (strings.Contains(cc.Table, "..") || path.IsAbs(cc.Table) && strings.Trim(cc.Table, "/") == "") {
-		fe("table", errors.New("want a folder of the container"))
-	}
-	if cc.DeadLetterTable != "" && cc.Table != "" && path.Clean(cc.DeadLetterTable) == path.Clean(cc.Table) {
-		fe("dead_letter_table", errors.New("is the table"))
-	}
-	if err := errors.Join(cc.Columns.Validate(), mapping.Options{Explode: cc.Explode}.Validate(cc.Columns)); err != nil {
-		errs = append(errs, &sinks.FieldError{Field: "columns", Err: err})
-	} else {
-		for _, col := range cc.Columns {
-			if _, err := deltaType(col.Type); err != nil {
-				fe("columns."+col.Name+".type", err)
+	routed := len(cc.Routes) > 0
+	if routed {
+		for field, set := range map[string]bool{"table": cc.Table != "", "columns": len(cc.Columns) > 0,
+			"explode": cc.Explode.IsSet(), "partition_by": len(cc.PartitionBy) > 0} {
+			if set {
+				fe(field, errors.New("set per route when routes are given"))
 			}
 		}
 	}
-	seen := map[string]bool{}
-	identity := 0
-	for i, p := range cc.PartitionBy {
-		field := fmt.Sprintf("partition_by[%d]", i)
-		ps, err := parsePartition(p, cc.Columns)
+	var whens routing.WhenChecker
+	tables := map[string]int{}
+	for i, r := range cc.routes() {
+		prefix := ""
+		if routed {
+			prefix = fmt.Sprintf("routes[%d].", i)
+			if err := whens.Check(i, r.When); err != nil {
+				fe(prefix+"when", err)
+			}
+		}
+		j, dup := tables[path.Clean(r.Table)]
 		switch {
-		case err != nil:
-			fe(field, err)
-		case seen[ps.name]:
-			fe(field, fmt.Errorf("%q is listed twice", ps.name))
-		case ps.day && cc.Columns.Index(ps.name) >= 0:
-			fe(field, fmt.Errorf("%s is also a column of the mapping", ps.name))
-		case !ps.day:
-			identity++
+		case r.Table == "":
+			fe(prefix+"table", errors.New("required (a directory, or with blob the folder in the container)"))
+		case cc.Blob != nil && (strings.Contains(r.Table, "..") || path.IsAbs(r.Table) && strings.Trim(r.Table, "/") == ""):
+			fe(prefix+"table", errors.New("want a folder of the container"))
+		case dup:
+			fe(prefix+"table", fmt.Errorf("routes[%d] has the same table", j))
+		default:
+			tables[path.Clean(r.Table)] = i
 		}
-		if err == nil {
-			seen[ps.name] = true
-		}
+		errs = append(errs, validateTable(prefix, r)...)
 	}
-	if identity > 0 && identity == len(cc.Columns) {
-		fe("partition_by", errors.New("every column is a partition column; a data file needs one that is not"))
+	if j, dup := tables[path.Clean(cc.deadLetterTable())]; dup && (routed || cc.DeadLetterTable != "") {
+		if routed {
+			fe("dead_letter_table", fmt.Errorf("routes[%d] has the same table", j))
+		} else {
+			fe("dead_letter_table", errors.New("is the table"))
+		}
 	}
 	if cc.Blob != nil {
 		switch b := cc.Blob; {
@@ -230,6 +285,45 @@ func (c *sinkConfig) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateTable reports the problems of one table's columns and
+// partition_by, with field paths under prefix ("routes[1]." or "").
+func validateTable(prefix string, r routeConfig) []error {
+	var errs []error
+	fe := func(field string, err error) { errs = append(errs, &sinks.FieldError{Field: prefix + field, Err: err}) }
+	if err := errors.Join(r.Columns.Validate(), mapping.Options{Explode: r.Explode}.Validate(r.Columns)); err != nil {
+		fe("columns", err)
+	} else {
+		for _, col := range r.Columns {
+			if _, err := deltaType(col.Type); err != nil {
+				fe("columns."+col.Name+".type", err)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	identity := 0
+	for i, p := range r.PartitionBy {
+		field := fmt.Sprintf("partition_by[%d]", i)
+		ps, err := parsePartition(p, r.Columns)
+		switch {
+		case err != nil:
+			fe(field, err)
+		case seen[ps.name]:
+			fe(field, fmt.Errorf("%q is listed twice", ps.name))
+		case ps.day && r.Columns.Index(ps.name) >= 0:
+			fe(field, fmt.Errorf("%s is also a column of the mapping", ps.name))
+		case !ps.day:
+			identity++
+		}
+		if err == nil {
+			seen[ps.name] = true
+		}
+	}
+	if identity > 0 && identity == len(r.Columns) {
+		fe("partition_by", errors.New("every column is a partition column; a data file needs one that is not"))
+	}
+	return errs
 }
 
 // partitionSpec is one entry of partition_by.
@@ -300,21 +394,35 @@ func deltaType(t mapping.Type) (string, error) {
 
 // String describes the destination, never a secret.
 func (c *sinkConfig) String() string {
-	if c.Blob != nil {
-		return fmt.Sprintf("delta table %s in blob container %s", c.Table, c.Blob.Container)
+	var names []string
+	for _, r := range c.routes() {
+		names = append(names, r.Table)
 	}
-	return "delta table " + c.Table
+	s := "delta table " + names[0]
+	if len(names) > 1 {
+		s = "delta tables " + strings.Join(names, ", ")
+	}
+	if c.Blob != nil {
+		s += " in blob container " + c.Blob.Container
+	}
+	return s
 }
 
-// TableShape returns the sink's one route, for `ehsink test` and for the
-// sink itself, which maps events with its Mapper and Check: one code
-// path.
+// TableShape returns the sink's routes, for `ehsink test` and for the
+// sink itself, which maps events with each route's Mapper and Check: one
+// code path.
 func (c *sinkConfig) TableShape() (tableshape.Shape, error) {
-	rm, err := parquetfile.NewRowMapper(c.Columns, c.Explode)
-	if err != nil {
-		return tableshape.Shape{}, fmt.Errorf("columns: %w", err)
+	sh := tableshape.Shape{Routed: len(c.Routes) > 0}
+	for i, r := range c.routes() {
+		rm, err := parquetfile.NewRowMapper(r.Columns, r.Explode)
+		if err != nil {
+			if sh.Routed {
+				return tableshape.Shape{}, fmt.Errorf("routes[%d].columns: %w", i, err)
+			}
+			return tableshape.Shape{}, fmt.Errorf("columns: %w", err)
+		}
+		sh.Routes = append(sh.Routes, tableshape.Route{Name: routeName(r), When: r.When, Dest: r.Table, DestIsTable: true,
+			Columns: r.Columns, Explode: r.Explode, Mapper: rm.Mapper(), Check: rm.Check})
 	}
-	rt := tableshape.Route{Name: c.Table, Dest: c.Table, DestIsTable: true, Columns: c.Columns, Explode: c.Explode,
-		Mapper: rm.Mapper(), Check: rm.Check}
-	return tableshape.Shape{Routes: []tableshape.Route{rt}}, nil
+	return sh, nil
 }

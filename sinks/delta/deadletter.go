@@ -71,6 +71,22 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 	if w.dl == nil {
 		return fmt.Errorf("connector %q partition %s: table %s: no dead-letter table", w.s.info.Connector, w.partition, w.s.cfg.Table)
 	}
+	if err := writeLetters(ctx, w.dl, letters); err != nil {
+		return err
+	}
+	// A letter of an event Write never saw (the runner gave up on it
+	// before the sink) is taken as an event without rows: the next
+	// commit's txn covers it, so the watermark moves past it once its
+	// letter is stored.
+	for i := range letters {
+		w.take(&letters[i].Event)
+	}
+	return nil
+}
+
+// writeLetters adds letters to what dl, a dead-letter table's writer,
+// commits next.
+func writeLetters(ctx context.Context, dl *writer, letters []sinks.DeadLetter) error {
 	evs := make([]sinks.Event, 0, len(letters))
 	for i := range letters {
 		e, err := letterEvent(&letters[i], deadletters.Revision(ctx))
@@ -79,22 +95,8 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 		}
 		evs = append(evs, e)
 	}
-	if err := w.dl.Write(ctx, evs); err != nil {
-		return fmt.Errorf("dead-letter table %s: %w", w.dl.s.cfg.Table, err)
-	}
-	// A letter of an event Write never saw (the runner gave up on it
-	// before the sink) is taken as an event without rows: the next
-	// commit's txn covers it, so the watermark moves past it once its
-	// letter is stored.
-	for i := range letters {
-		e := &letters[i].Event
-		if w.written || w.covered(e.SequenceNumber) {
-			continue
-		}
-		if !w.open {
-			w.open, w.first, w.openedAt = true, e.SequenceNumber, w.s.now()
-		}
-		w.last, w.lastOff = e.SequenceNumber, e.Offset
+	if err := dl.Write(ctx, evs); err != nil {
+		return fmt.Errorf("dead-letter table %s: %w", dl.s.cfg.Table, err)
 	}
 	return nil
 }

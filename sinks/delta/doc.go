@@ -68,4 +68,14 @@
 // table. A flush replayed after a failure between the two commits skips
 // the letters that txn covers, and a stale owner is fenced by either
 // table, so each letter is stored once.
+//
+// # Routes
+//
+// With routes, each event goes to the table of the first route whose
+// condition holds (internal/table/routing); each route's table is a sink
+// of this package with its own log and txns, and one dead-letter table
+// serves them all. A flush commits the letters, then every table in the
+// routes' order, each with the partition's txn at the flush's last
+// sequence number, so Open returns the lowest txn (routed.go says why
+// that is safe, and when it returns none).
 package delta

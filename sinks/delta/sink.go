@@ -44,6 +44,9 @@ func (driver) New(ctx context.Context, cfg any, info sinks.Info) (sinks.Sink, er
 	if !ok {
 		return nil, fmt.Errorf("delta: config is %T, want *delta.sinkConfig", cfg)
 	}
+	if len(c.Routes) > 0 {
+		return newRoutedSink(ctx, c, info)
+	}
 	return newDeltaSink(ctx, c, info)
 }
 
@@ -147,17 +150,27 @@ func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink,
 	if err := s.vacuum(ctx, s.snap); err != nil {
 		return fail(fmt.Errorf("vacuum: %w", err))
 	}
-	if !c.letters {
-		dc := c
-		dc.Table, dc.DeadLetterTable, dc.Explode, dc.PartitionBy, dc.Properties, dc.letters = c.deadLetterTable(), "", mapping.Path{}, nil, nil, true
-		if dc.Columns, err = deadLetterColumns(); err != nil {
+	if !c.letters && !c.routed {
+		if s.dl, err = newDeadLetterSink(ctx, &c, info); err != nil {
 			return fail(err)
-		}
-		if s.dl, err = newDeltaSink(ctx, &dc, info); err != nil {
-			return fail(fmt.Errorf("dead-letter table: %w", err))
 		}
 	}
 	return s, nil
+}
+
+// newDeadLetterSink opens the dead-letter table of the sink of c.
+func newDeadLetterSink(ctx context.Context, c *sinkConfig, info sinks.Info) (*sink, error) {
+	dc := *c
+	dc.Table, dc.DeadLetterTable, dc.Explode, dc.PartitionBy, dc.Properties, dc.Routes, dc.letters = c.deadLetterTable(), "", mapping.Path{}, nil, nil, nil, true
+	var err error
+	if dc.Columns, err = deadLetterColumns(); err != nil {
+		return nil, err
+	}
+	dl, err := newDeltaSink(ctx, &dc, info)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter table: %w", err)
+	}
+	return dl, nil
 }
 
 // openStore returns the table's storage: a local directory or a folder of

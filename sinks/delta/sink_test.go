@@ -12,18 +12,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	var mu sync.Mutex
-	dirs := map[string]string{}
-	dir := func(t *testing.T) string {
-		mu.Lock()
-		defer mu.Unlock()
-		// One table per case, shared by the sinks the case starts.
-		name := strings.SplitN(t.Name(), "/", 3)[1]
-		if dirs[name] == "" {
-			dirs[name] = filepath.Join(t.TempDir(), "table")
-		}
-		return dirs[name]
-	}
+	caseDir := caseDirs()
+	dir := func(t *testing.T) string { return filepath.Join(caseDir(t), "table") }
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) sinks.Sink { return newTestSink(t, dir(t), nil) },
 		Committed: func(t *testing.T, partition string) []int64 {
@@ -33,6 +23,22 @@ func TestConformance(t *testing.T) {
 		Fencing:         true,
 		InterruptCommit: interruptCommit,
 	})
+}
+
+// caseDirs returns the folder of a conformance case, given any test of
+// it: one per case, shared by the sinks the case starts.
+func caseDirs() func(t *testing.T) string {
+	var mu sync.Mutex
+	dirs := map[string]string{}
+	return func(t *testing.T) string {
+		mu.Lock()
+		defer mu.Unlock()
+		name := strings.SplitN(t.Name(), "/", 3)[1]
+		if dirs[name] == "" {
+			dirs[name] = t.TempDir()
+		}
+		return dirs[name]
+	}
 }
 
 // badEvent is an event whose amount does not convert to its column.
