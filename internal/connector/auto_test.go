@@ -168,16 +168,7 @@ connectors:
 			t.Errorf("Run: %v", err)
 		}
 	})
-	var srv *emulator.Server
-	select {
-	case srv = <-dev.started:
-	case err := <-runDone:
-		t.Fatalf("Run: %v", err)
-	}
-	hc, err := schemaregistry.HTTPClient(srv.CertificatePEM())
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, hc := emulatorOf(t, dev, runDone)
 	azure, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
 	if err != nil {
 		t.Fatal(err)

@@ -59,16 +59,7 @@ connectors:
 		stop()
 		<-done
 	}()
-	var srv *emulator.Server
-	select {
-	case srv = <-dev.started:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	hc, err := schemaregistry.HTTPClient(srv.CertificatePEM())
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, hc := emulatorOf(t, dev, done)
 	client, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
 	if err != nil {
 		t.Fatal(err)

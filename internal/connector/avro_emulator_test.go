@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,6 +29,24 @@ func (c capturingDevEnv) StartEmulator(ctx context.Context, spec connector.Emula
 		c.started <- emu.(*emulator.Server)
 	}
 	return emu, err
+}
+
+// emulatorOf waits for the emulator dev started for the run whose result
+// comes on done (failing the test when Run returns first), and returns it
+// with an HTTP client that trusts its certificate, for its schema registry.
+func emulatorOf(t *testing.T, dev capturingDevEnv, done <-chan error) (*emulator.Server, *http.Client) {
+	t.Helper()
+	var srv *emulator.Server
+	select {
+	case srv = <-dev.started:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	hc, err := schemaregistry.HTTPClient(srv.CertificatePEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, hc
 }
 
 // TestEmulatorRegistryWiring: a connector with `connection: emulator` and
@@ -60,18 +79,9 @@ func TestEmulatorRegistryWiring(t *testing.T) {
 		case <-time.After(30 * time.Second):
 		}
 	}()
-	var srv *emulator.Server
-	select {
-	case srv = <-dev.started:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	srv, hc := emulatorOf(t, dev, done)
 	if srv.SchemaRegistryAddr() == "" {
 		t.Fatal("the emulator serves no schema registry for a connector that reads one")
-	}
-	hc, err := schemaregistry.HTTPClient(srv.CertificatePEM())
-	if err != nil {
-		t.Fatal(err)
 	}
 	client, err := schemaregistry.NewAzure(srv.SchemaRegistryAddr(), nil, hc)
 	if err != nil {
