@@ -26,6 +26,7 @@ import (
 	"github.com/ehsink/ehsink/internal/deltalog"
 	"github.com/ehsink/ehsink/internal/netdial"
 	"github.com/ehsink/ehsink/internal/parquetfile"
+	"github.com/ehsink/ehsink/internal/table/commit"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -550,20 +551,10 @@ func (s *sink) step(name string) error {
 		return nil
 	}
 	if err := s.hook(name); err != nil {
-		return &stepError{step: name, err: err}
+		return &commit.StepError{Step: name, Err: err}
 	}
 	return nil
 }
-
-// stepError is a failure the test hook injected at a step of a commit:
-// the Flush stops there, as the process would have.
-type stepError struct {
-	step string
-	err  error
-}
-
-func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
-func (e *stepError) Unwrap() error { return e.err }
 
 // dataFileName is a new data file's name under its partition folder:
 // Spark's part-*.parquet shape with the partition's tag, so that its

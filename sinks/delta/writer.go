@@ -16,6 +16,7 @@ import (
 
 	"github.com/ehsink/ehsink/internal/backoff"
 	"github.com/ehsink/ehsink/internal/deltalog"
+	"github.com/ehsink/ehsink/internal/table/commit"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -394,7 +395,7 @@ func (w *writer) writeFiles(ctx context.Context) error {
 // file, not one each.
 func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) {
 	s := w.s
-	req := &commitReq{app: w.app, watermark: w.watermark, pos: pos, adds: w.adds, ambiguous: w.ambiguous, done: make(chan struct{})}
+	req := &commitReq{app: w.app, watermark: w.watermark, pos: pos, adds: w.adds, ambiguous: w.ambiguous, Outcome: commit.NewOutcome()}
 	s.qmu.Lock()
 	s.queue = append(s.queue, req)
 	s.qmu.Unlock()
@@ -402,7 +403,7 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 		s.queued()
 	}
 	s.mu.Lock()
-	for !req.finished() {
+	for !req.Finished() {
 		s.qmu.Lock()
 		group := s.queue
 		s.queue = nil
@@ -410,10 +411,10 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 		s.commitGroup(ctx, group)
 	}
 	s.mu.Unlock()
-	if req.unknown {
+	if req.Unknown {
 		w.ambiguous = true
 	}
-	return req.ok, req.err
+	return req.OK, req.Err
 }
 
 // commitReq is a writer's commit as queued on the sink.
@@ -423,27 +424,8 @@ type commitReq struct {
 	pos       *sinks.Position
 	adds      []deltalog.Add
 	ambiguous bool // an earlier attempt's outcome is unknown
-	// The outcome, set by the writer that made the commit before it
-	// closes done: the table holds the files (ok), or err, and whether
-	// the commit may have been made all the same (unknown).
-	done    chan struct{}
-	ok      bool
-	unknown bool
-	err     error
-}
-
-func (r *commitReq) finished() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (r *commitReq) finish(ok, unknown bool, err error) {
-	r.ok, r.unknown, r.err = ok, unknown, err
-	close(r.done)
+	// set by the writer that made the commit
+	commit.Outcome
 }
 
 // maxCommitAttempts bounds the versions one flush tries after losing
@@ -475,9 +457,9 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 			case !ok && r.watermark == nil, ok && r.watermark != nil && cur == r.watermark.SequenceNumber:
 				members = append(members, r)
 			case r.ambiguous && ok && cur == r.pos.SequenceNumber:
-				r.finish(true, false, nil) // an earlier attempt whose answer was lost went through
+				r.Finish(true, false, nil) // an earlier attempt whose answer was lost went through
 			default:
-				r.finish(false, false, fmt.Errorf("another writer committed this partition up to seq %d (txn %s) since this one's watermark %s: %w",
+				r.Finish(false, false, fmt.Errorf("another writer committed this partition up to seq %d (txn %s) since this one's watermark %s: %w",
 					cur, r.app, describe(r.watermark), sinks.ErrFenced))
 			}
 		}
@@ -491,7 +473,7 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 		}
 		fail := func(unknown bool, err error) {
 			for _, r := range members {
-				r.finish(false, unknown, err)
+				r.Finish(false, unknown, err)
 			}
 		}
 		// Another engine may have upgraded the protocol since the table
@@ -561,7 +543,7 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 			// A checkpoint only saves readers the replay: a failed one is
 			// logged, and the next one covers this version too.
 			if err := s.checkpoint(ctx, snap); err != nil {
-				var injected *stepError
+				var injected *commit.StepError
 				if errors.As(err, &injected) {
 					fail(true, err)
 					return
@@ -570,7 +552,7 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 			}
 		}
 		for _, r := range members {
-			r.finish(true, false, nil)
+			r.Finish(true, false, nil)
 		}
 		return
 	}

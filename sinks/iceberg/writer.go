@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/ehsink/ehsink/dedupe"
+	"github.com/ehsink/ehsink/internal/table/commit"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/sinks"
 )
@@ -291,7 +292,7 @@ func (w *writer) commitPart(ctx context.Context, p *part, pos *sinks.Position) e
 			w.discard(ctx)
 			return err
 		}
-		var injected *stepError
+		var injected *commit.StepError
 		if errors.As(err, &injected) {
 			return err
 		}
@@ -347,7 +348,7 @@ func (w *writer) writeFiles(ctx context.Context, p *part) error {
 // one each, and the table one snapshot.
 func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool, error) {
 	d := p.d
-	req := &commitReq{key: w.key, watermark: p.watermark, pos: pos, files: p.files, ambiguous: p.ambiguous, done: make(chan struct{})}
+	req := &commitReq{key: w.key, watermark: p.watermark, pos: pos, files: p.files, ambiguous: p.ambiguous, Outcome: commit.NewOutcome()}
 	d.qmu.Lock()
 	d.queued = append(d.queued, req)
 	d.qmu.Unlock()
@@ -355,7 +356,7 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 	// Unless the writer that had the turn made (or refused) it, this one
 	// makes what is queued, until its own commit is among what it made
 	// (commitGroup leaves a second commit of one partition for later).
-	for !req.finished() {
+	for !req.Finished() {
 		d.qmu.Lock()
 		group := d.queued
 		d.queued = nil
@@ -366,10 +367,10 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 		w.s.commitGroup(ctx, d, group)
 	}
 	d.mu.Unlock()
-	if req.unknown {
+	if req.Unknown {
 		p.ambiguous = true
 	}
-	return req.ok, req.err
+	return req.OK, req.Err
 }
 
 // commitReq is a writer's commit as queued on its table.
@@ -379,27 +380,8 @@ type commitReq struct {
 	pos       *sinks.Position
 	files     []ice.DataFile
 	ambiguous bool // an earlier attempt's outcome is unknown
-	// The outcome, set by the writer that made the commit before it
-	// closes done: the table holds the files (ok), or err, and whether the
-	// catalog may have taken them all the same (unknown).
-	done    chan struct{}
-	ok      bool
-	unknown bool
-	err     error
-}
-
-func (r *commitReq) finished() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (r *commitReq) finish(ok, unknown bool, err error) {
-	r.ok, r.unknown, r.err = ok, unknown, err
-	close(r.done)
+	// set by the writer that made the commit
+	commit.Outcome
 }
 
 // commitGroup makes the queued commits of d's table in one snapshot: the
@@ -423,13 +405,13 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 		cur, err := watermarkOf(meta, r.key)
 		switch {
 		case err != nil:
-			r.finish(false, false, err)
+			r.Finish(false, false, err)
 		case samePosition(cur, r.watermark):
 			members = append(members, r)
 		case r.ambiguous && cur != nil && cur.SequenceNumber == r.pos.SequenceNumber:
-			r.finish(true, false, nil) // an earlier attempt whose answer was lost went through
+			r.Finish(true, false, nil) // an earlier attempt whose answer was lost went through
 		default:
-			r.finish(false, false, fmt.Errorf("another writer committed this partition to table %s up to %s since this one's watermark %s: %w",
+			r.Finish(false, false, fmt.Errorf("another writer committed this partition to table %s up to %s since this one's watermark %s: %w",
 				d.name(), describe(cur), describe(r.watermark), sinks.ErrFenced))
 		}
 	}
@@ -443,7 +425,7 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 	}
 	fail := func(unknown bool, err error) {
 		for _, r := range members {
-			r.finish(false, unknown, err)
+			r.Finish(false, unknown, err)
 		}
 	}
 	tx := tbl.NewTransaction()
@@ -493,7 +475,7 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 		return
 	}
 	for _, r := range members {
-		r.finish(true, false, nil)
+		r.Finish(true, false, nil)
 	}
 }
 
@@ -586,20 +568,10 @@ func (s *sink) step(name string) error {
 		return nil
 	}
 	if err := s.hook(name); err != nil {
-		return &stepError{step: name, err: err}
+		return &commit.StepError{Step: name, Err: err}
 	}
 	return nil
 }
-
-// stepError is a failure the test hook injected at a step of a commit: the
-// Flush stops there, as the process would have.
-type stepError struct {
-	step string
-	err  error
-}
-
-func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
-func (e *stepError) Unwrap() error { return e.err }
 
 // backoff waits before commit attempt n+1: a little longer each time, with
 // jitter, so that writers of several processes stop colliding.
