@@ -9,6 +9,7 @@ package emulator
 //	POST /faults/latency?duration=200ms            add latency to sends and RPCs (0 ends it)
 //	POST /faults/drop-connections                  drop every client connection
 //	POST /faults/partition-properties?count=N      fail the next N partition-properties reads with 500
+//	POST /hubs/partitions?hub=H&count=N            grow hub H to N partitions (never shrinks)
 
 import (
 	"context"
@@ -57,6 +58,18 @@ func (s *Server) startAdmin(ctx context.Context) error {
 		}
 		s.FailPartitionProperties(n)
 		writeJSON(w, http.StatusOK, map[string]any{"fail_partition_properties": n})
+	})
+	mux.HandleFunc("POST /hubs/partitions", func(w http.ResponseWriter, r *http.Request) {
+		hub := r.URL.Query().Get("hub")
+		n, err := strconv.Atoi(r.URL.Query().Get("count"))
+		if err == nil {
+			err = s.AddPartitions(hub, n)
+		}
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": fmt.Sprintf("hub %q, count %q: %v", hub, r.URL.Query().Get("count"), err)})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"hub": hub, "partitions": n})
 	})
 	mux.HandleFunc("POST /faults/drop-connections", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"dropped": s.DropConnections()})

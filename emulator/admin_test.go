@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -66,12 +67,36 @@ func TestAdminServer(t *testing.T) {
 	if _, err := noRetry.GetPartitionProperties(ctx, "0", nil); err != nil {
 		t.Fatalf("partition properties after the injected failure: %v", err)
 	}
-	resp, err = http.Post("http://"+srv.AdminAddr()+"/faults/latency?duration=soon", "", nil)
+	// Growing the hub: the SDK reads the new partitions and receives on them.
+	before, err := c.GetEventHubProperties(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("bad duration: %d, want 400", resp.StatusCode)
+	grown := len(before.PartitionIDs) + 2
+	adminPost(t, srv, fmt.Sprintf("/hubs/partitions?hub=orders&count=%d", grown))
+	after, err := c.GetEventHubProperties(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.PartitionIDs) != grown {
+		t.Fatalf("after growing to %d partitions the hub's properties list %v", grown, after.PartitionIDs)
+	}
+	last := after.PartitionIDs[grown-1]
+	sendNumbered(t, p, last, 0, 1)
+	npc, err := c.NewPartitionClient(last, &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: ptr(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer npc.Close(ctx)
+	receiveN(t, npc, 1)
+	for _, bad := range []string{"/hubs/partitions?hub=orders&count=1", "/hubs/partitions?hub=nope&count=9", "/faults/latency?duration=soon"} {
+		resp, err := http.Post("http://"+srv.AdminAddr()+bad, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("POST %s: %d, want 400", bad, resp.StatusCode)
+		}
 	}
 }

@@ -348,6 +348,18 @@ func (s *Server) ForceDetach(hubName, partition string) int {
 	return s.ns.ForceDetach(hubName, partition)
 }
 
+// AddPartitions grows event hub hubName to count partitions while the
+// server runs, as Event Hubs Premium and Dedicated allow: clients see the
+// new partitions in the hub's properties at their next read. A count below
+// the current one is refused (a hub never shrinks).
+func (s *Server) AddPartitions(hubName string, count int) error {
+	h, err := s.ns.Hub(hubName)
+	if err != nil {
+		return err
+	}
+	return h.AddPartitions(count)
+}
+
 // ServerBusy makes sends fail with com.microsoft:server-busy for d
 // (zero or negative ends it).
 func (s *Server) ServerBusy(d time.Duration) {

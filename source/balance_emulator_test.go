@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/source"
 )
@@ -84,5 +86,50 @@ func TestBalancedClaimsInOneRound(t *testing.T) {
 	defer b.mu.Unlock()
 	if len(b.now) != partitions/2 {
 		t.Fatalf("B owns %d partitions, want %d", len(b.now), partitions/2)
+	}
+}
+
+// TestPartitionsAddedWhileRunning grows the hub under a running replica, as
+// Event Hubs Premium and Dedicated allow: the new partitions are claimed at
+// the next claim round and their events delivered (the SDK's processor
+// reads the partitions once, at its start; the source reads them at every
+// round).
+func TestPartitionsAddedWhileRunning(t *testing.T) {
+	ctx := testContext(t)
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: 2}}})
+	conn := srv.ConnectionString("orders")
+	settings := source.Settings{
+		Batch:         source.Batch{MaxWait: 100 * time.Millisecond},
+		LoadBalancing: source.LoadBalancing{Strategy: "balanced", UpdateInterval: time.Second, OwnershipExpiration: time.Minute},
+	}
+	rec := newRecorder(2)
+	src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), InstanceID: "replica-a", Settings: settings})
+	r := run(t, ctx, src, rec.handle)
+	waitFor(t, ctx, rec.claimed, r, "the first claim", func() string { return "no partition claimed" })
+	if err := srv.AddPartitions("orders", 4); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, conn)
+	for _, id := range []string{"2", "3"} {
+		batch, err := p.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := batch.AddEventData(&azeventhubs.EventData{Body: []byte("to " + id)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.SendEventDataBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, ctx, rec.reached, r, "the events of partitions 2 and 3", func() string {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return fmt.Sprintf("claims %v, events by partition: %d in 2, %d in 3", rec.claims, len(rec.byPart["2"]), len(rec.byPart["3"]))
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.byPart["2"]) != 1 || len(rec.byPart["3"]) != 1 {
+		t.Fatalf("events by partition after growing the hub: %d in 2, %d in 3, want 1 each", len(rec.byPart["2"]), len(rec.byPart["3"]))
 	}
 }

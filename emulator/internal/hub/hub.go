@@ -9,22 +9,32 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ehsink/ehsink/internal/durable"
 )
 
-// Hub is one event hub: a fixed set of partitions and consumer groups.
-// It is safe for concurrent use.
+// Hub is one event hub: its partitions and consumer groups. Partitions can
+// be added while it runs (as Event Hubs Premium and Dedicated allow), never
+// removed. It is safe for concurrent use.
 type Hub struct {
 	ns        *Namespace
 	name      string
+	dir       string // DataDir/<hub>, or "" in memory
 	createdAt time.Time
-	parts     []*partition
-	ids       []string
-	cgs       map[string]bool // declared consumer groups, "$Default" included; read-only
-	rr        atomic.Uint64   // round-robin counter for keyless sends
+	layout    atomic.Pointer[layout] // replaced whole when partitions are added
+	growMu    sync.Mutex             // serialises AddPartitions
+	cgs       map[string]bool        // declared consumer groups, "$Default" included; read-only
+	rr        atomic.Uint64          // round-robin counter for keyless sends
+}
+
+// layout is a hub's partitions at one time: readers load it once and see
+// a consistent set while partitions are added.
+type layout struct {
+	parts []*partition
+	ids   []string
 }
 
 // Name returns the hub's name.
@@ -35,10 +45,69 @@ func (h *Hub) Name() string { return h.name }
 func (h *Hub) CreatedAt() time.Time { return h.createdAt }
 
 // PartitionIDs returns the partition IDs, "0" to "N-1", in a new slice.
-func (h *Hub) PartitionIDs() []string { return slices.Clone(h.ids) }
+func (h *Hub) PartitionIDs() []string { return slices.Clone(h.layout.Load().ids) }
 
 // PartitionCount returns the number of partitions.
-func (h *Hub) PartitionCount() int { return len(h.parts) }
+func (h *Hub) PartitionCount() int { return len(h.layout.Load().parts) }
+
+// AddPartitions grows the hub to count partitions: the new ones, "N" to
+// "count-1", are empty and take keyed and round-robin sends at once (a key
+// may then map to another partition, as in Event Hubs). With a DataDir the
+// count is stored before the partitions are used, so that a restart with
+// the hub's configured, smaller count keeps them. count may not be below
+// the current count (a hub never shrinks) nor above MaxPartitions.
+func (h *Hub) AddPartitions(count int) error {
+	h.growMu.Lock()
+	defer h.growMu.Unlock()
+	cur := h.layout.Load()
+	switch {
+	case count < len(cur.parts):
+		return &Error{Condition: CondInvalidField, Description: fmt.Sprintf(
+			"The event hub %q has %d partitions; a partition count cannot be decreased to %d.", h.name, len(cur.parts), count)}
+	case count > MaxPartitions:
+		return &Error{Condition: CondInvalidField, Description: fmt.Sprintf(
+			"The event hub %q cannot have %d partitions; at most %d are allowed.", h.name, count, MaxPartitions)}
+	case count == len(cur.parts):
+		return nil
+	}
+	if h.dir != "" {
+		if err := storeMeta(h.dir, hubMeta{CreatedAt: h.createdAt, Partitions: count}, h.ns.cfg.Fsync != FsyncNever); err != nil {
+			return fmt.Errorf("hub %q: storing its partition count: %w", h.name, err)
+		}
+	}
+	next, err := h.open(cur, count)
+	if err != nil {
+		return err
+	}
+	h.layout.Store(next)
+	return nil
+}
+
+// open returns cur grown to count partitions, each loaded from (or made
+// in) its directory under h.dir. On error the partitions it opened are
+// closed.
+func (h *Hub) open(cur *layout, count int) (*layout, error) {
+	next := &layout{parts: slices.Clone(cur.parts), ids: slices.Clone(cur.ids)}
+	for i := len(cur.parts); i < count; i++ {
+		id := strconv.Itoa(i)
+		dir := ""
+		if h.dir != "" {
+			dir = filepath.Join(h.dir, id)
+		}
+		p := newPartition(h, id, dir, &h.ns.cfg)
+		if dir != "" {
+			if err := p.load(); err != nil {
+				for _, q := range next.parts[len(cur.parts):] {
+					_ = q.close()
+				}
+				return nil, err
+			}
+		}
+		next.parts = append(next.parts, p)
+		next.ids = append(next.ids, id)
+	}
+	return next, nil
+}
 
 // HasConsumerGroup reports whether receivers may use consumer group name.
 // "$Default" always exists.
@@ -57,11 +126,12 @@ func (h *Hub) ConsumerGroups() []string {
 // partition returns the partition with the given ID, or an *Error with
 // CondArgumentOutOfRange.
 func (h *Hub) partition(id string) (*partition, error) {
+	parts := h.layout.Load().parts
 	i, err := strconv.Atoi(id)
-	if err != nil || i < 0 || i >= len(h.parts) || strconv.Itoa(i) != id {
-		return nil, errPartitionOutOfRange(id, len(h.parts))
+	if err != nil || i < 0 || i >= len(parts) || strconv.Itoa(i) != id {
+		return nil, errPartitionOutOfRange(id, len(parts))
 	}
-	return h.parts[i], nil
+	return parts[i], nil
 }
 
 // PartitionProperties describes a partition's retained events.
@@ -132,9 +202,11 @@ func (h *Hub) Append(partitionID string, key *string, msgs [][]byte) (string, er
 			return "", err
 		}
 	case key != nil:
-		p = h.parts[fnv1a(*key)%uint32(len(h.parts))]
+		parts := h.layout.Load().parts
+		p = parts[fnv1a(*key)%uint32(len(parts))]
 	default:
-		p = h.parts[(h.rr.Add(1)-1)%uint64(len(h.parts))]
+		parts := h.layout.Load().parts
+		p = parts[(h.rr.Add(1)-1)%uint64(len(parts))]
 	}
 	if err := p.append(now.UnixMilli(), key, msgs); err != nil {
 		return "", err
@@ -145,7 +217,8 @@ func (h *Hub) Append(partitionID string, key *string, msgs [][]byte) (string, er
 // PartitionForKey returns the partition Append picks for key when no
 // partition ID is given.
 func (h *Hub) PartitionForKey(key string) string {
-	return h.ids[fnv1a(key)%uint32(len(h.parts))]
+	l := h.layout.Load()
+	return l.ids[fnv1a(key)%uint32(len(l.parts))]
 }
 
 // fnv1a is the 32-bit FNV-1a hash.
@@ -161,6 +234,9 @@ func fnv1a(s string) uint32 {
 // hubMeta is the content of DataDir/<hub>/hub.json.
 type hubMeta struct {
 	CreatedAt time.Time `json:"created_at"`
+	// Partitions is the count partitions were added up to while the hub
+	// ran (0: never grown, the configured count holds).
+	Partitions int `json:"partitions,omitempty"`
 }
 
 // loadOrCreateMeta reads the hub's metadata file, creating it on first use.
@@ -181,30 +257,35 @@ func loadOrCreateMeta(dir string, now time.Time, sync bool) (hubMeta, error) {
 		return hubMeta{}, err
 	}
 	m := hubMeta{CreatedAt: now.UTC().Truncate(time.Millisecond)}
-	b, err = json.Marshal(m)
+	return m, storeMeta(dir, m, sync)
+}
+
+// storeMeta replaces the hub's metadata file by m (written aside, synced
+// when sync is set, renamed over).
+func storeMeta(dir string, m hubMeta, sync bool) error {
+	path := filepath.Join(dir, "hub.json")
+	b, err := json.Marshal(m)
 	if err != nil {
-		return hubMeta{}, err
+		return err
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return hubMeta{}, err
+		return err
 	}
 	if sync {
 		if f, err := os.Open(tmp); err == nil {
 			err = f.Sync()
 			_ = f.Close()
 			if err != nil {
-				return hubMeta{}, fmt.Errorf("sync %s: %w", tmp, err)
+				return fmt.Errorf("sync %s: %w", tmp, err)
 			}
 		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return hubMeta{}, err
+		return err
 	}
 	if sync {
-		if err := durable.SyncDir(dir); err != nil {
-			return hubMeta{}, err
-		}
+		return durable.SyncDir(dir)
 	}
-	return m, nil
+	return nil
 }

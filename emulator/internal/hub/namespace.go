@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,34 +42,24 @@ func Open(cfg Config) (*Namespace, error) {
 		for _, cg := range hc.ConsumerGroups {
 			h.cgs[cg] = true
 		}
-		hubDir := ""
+		count := hc.Partitions
 		if cfg.DataDir != "" {
-			hubDir = filepath.Join(cfg.DataDir, hc.Name)
-			m, err := loadOrCreateMeta(hubDir, now, cfg.Fsync != FsyncNever)
+			h.dir = filepath.Join(cfg.DataDir, hc.Name)
+			m, err := loadOrCreateMeta(h.dir, now, cfg.Fsync != FsyncNever)
 			if err != nil {
 				n.closePartitions()
 				return nil, fmt.Errorf("hub %q: %w", hc.Name, err)
 			}
 			h.createdAt = m.CreatedAt
+			count = max(count, m.Partitions) // a grown hub stays grown
 		}
 		n.hubs[hc.Name] = h
-		for i := 0; i < hc.Partitions; i++ {
-			id := strconv.Itoa(i)
-			dir := ""
-			if hubDir != "" {
-				dir = filepath.Join(hubDir, id)
-			}
-			p := newPartition(h, id, dir, &n.cfg)
-			h.parts = append(h.parts, p)
-			h.ids = append(h.ids, id)
-			if dir == "" {
-				continue
-			}
-			if err := p.load(); err != nil {
-				n.closePartitions()
-				return nil, err
-			}
+		l, err := h.open(&layout{}, count)
+		if err != nil {
+			n.closePartitions()
+			return nil, err
 		}
+		h.layout.Store(l)
 	}
 	if err := n.EnforceRetention(); err != nil {
 		n.closePartitions()
@@ -128,7 +117,9 @@ func (n *Namespace) background(every time.Duration) {
 func (n *Namespace) partitions() []*partition {
 	var ps []*partition
 	for _, h := range n.hubs {
-		ps = append(ps, h.parts...)
+		if l := h.layout.Load(); l != nil {
+			ps = append(ps, l.parts...)
+		}
 	}
 	return ps
 }

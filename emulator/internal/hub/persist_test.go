@@ -370,3 +370,48 @@ func TestLargeAndMixedMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestAddPartitions: a running hub grows, the new partitions take sends at
+// once, a shrink or an oversize count is refused, and a reopen with the
+// configured, smaller count keeps the grown hub and its events.
+func TestAddPartitions(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Now: newClock().Now, Hubs: []HubConfig{{Name: "orders", Partitions: 2}}}
+	n1 := openNS(t, cfg)
+	h := mustHub(t, n1, "orders")
+	if err := h.AddPartitions(4); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.PartitionIDs(); !slices.Equal(got, []string{"0", "1", "2", "3"}) {
+		t.Fatalf("partitions after growing to 4: %v", got)
+	}
+	if _, err := h.Append("3", nil, [][]byte{msg(1)}); err != nil {
+		t.Fatalf("send to a new partition: %v", err)
+	}
+	seen := map[string]bool{}
+	for range 8 {
+		id, err := h.Append("", nil, [][]byte{msg(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("round-robin sends reached partitions %v, want all 4", seen)
+	}
+	for _, bad := range []int{3, MaxPartitions + 1} {
+		var e *Error
+		if err := h.AddPartitions(bad); !errors.As(err, &e) || e.Condition != CondInvalidField {
+			t.Fatalf("AddPartitions(%d) = %v, want an invalid-field error", bad, err)
+		}
+	}
+	want := readAll(t, h, "3")
+	if err := n1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := mustHub(t, openNS(t, cfg), "orders")
+	if h2.PartitionCount() != 4 {
+		t.Fatalf("reopened with partitions: 2 in the config, the hub has %d partitions, want the 4 it grew to", h2.PartitionCount())
+	}
+	sameEvents(t, readAll(t, h2, "3"), want)
+}

@@ -63,7 +63,7 @@ func TestRetentionByAge(t *testing.T) {
 				// Segments holding only expired events are deleted; the first
 				// remaining one holds the first retained event.
 				files := segFiles(t, filepath.Join(cfg.DataDir, "orders", "0"))
-				p := h.parts[0]
+				p := h.layout.Load().parts[0]
 				p.mu.Lock()
 				first, segs := p.segs[0], len(p.segs)
 				p.mu.Unlock()
@@ -112,7 +112,7 @@ func TestRetentionBySize(t *testing.T) {
 					t.Fatalf("after %d appends %d bytes retained (%+v), want just under %d", i+1, retained, pp, limit)
 				}
 			}
-			p := h.parts[0]
+			p := h.layout.Load().parts[0]
 			p.mu.Lock()
 			segs := len(p.segs)
 			p.mu.Unlock()
