@@ -43,7 +43,9 @@ import (
 //     checkpoint.every_interval, each with its lease read);
 //   - failover: one replica killed (its store refuses everything from that
 //     instant, so its leases are neither renewed nor released, as with
-//     kill -9), to every one of its partitions owned again.
+//     kill -9), to every one of its partitions owned again;
+//   - grown: the hub given an eighth more partitions (up to 1,024) while
+//     the survivors run, to every partition owned and balanced again.
 //
 // SHAPES lists partitions x replicas (default 32x3,100x3,1024x3,1024x10).
 // STORE=file keeps leases and checkpoints in the local file store instead
@@ -60,7 +62,7 @@ func BenchmarkBalance(b *testing.B) {
 	stagger := envDuration(b, "STAGGER", 2*time.Second)
 	steady := envDuration(b, "STEADY", time.Minute)
 	fmt.Printf("machine: %s, load %s; defaults: balanced, update_interval 10s, ownership_expiration 1m, checkpoint every 20s\n", machine(), loadAverage())
-	fmt.Printf("%-6s %-8s %-9s %-10s %-10s %-8s %-13s %-9s %-11s %s\n", "parts", "replicas", "lone", "balanced", "failover", "moves", "req/part-h", "$/part-mo", "heap/repl", "by operation")
+	fmt.Printf("%-6s %-8s %-9s %-10s %-10s %-9s %-8s %-13s %-9s %-11s %s\n", "parts", "replicas", "lone", "balanced", "failover", "grown", "moves", "req/part-h", "$/part-mo", "heap/repl", "by operation")
 	for _, shape := range strings.Split(shapes, ",") {
 		p, r, ok := strings.Cut(strings.TrimSpace(shape), "x")
 		parts, err1 := strconv.Atoi(p)
@@ -311,7 +313,8 @@ func balanceShape(b *testing.B, parts, replicas int, stagger, steady time.Durati
 			ops[k] += v
 		}
 	}
-	perHour := func(n int) float64 { return float64(n) / float64(parts) / steady.Hours() }
+	counted := parts // the partitions the steady window's requests are shared over
+	perHour := func(n int) float64 { return float64(n) / float64(counted) / steady.Hours() }
 	total, billed := 0, 0.0
 	var byOp []string
 	for op, n := range ops {
@@ -348,8 +351,21 @@ func balanceShape(b *testing.B, parts, replicas int, stagger, steady time.Durati
 		return true
 	})
 	failover := time.Since(killed)
-	fmt.Printf("%-6d %-8d %-9s %-10s %-10s %-8d %-13.0f %-9.2f %-11s %s\n", parts, replicas, lone.Round(100*time.Millisecond), balance.Round(100*time.Millisecond),
-		failover.Round(100*time.Millisecond), moves, perHour(total), billed, mib(int64(heap.HeapInuse)/int64(replicas)), strings.Join(byOp, ", "))
+
+	// the hub grows by an eighth (Premium and Dedicated allow it): the
+	// survivors own and balance the new partitions too
+	grown := "-"
+	if more := min(parts+max(1, parts/8), 1024); more > parts {
+		if err := srv.AddPartitions("orders", more); err != nil {
+			b.Fatal(err)
+		}
+		added := time.Now()
+		parts = more
+		wait("the added partitions", 10*time.Minute, func() bool { return balanced(survivors) })
+		grown = time.Since(added).Round(100 * time.Millisecond).String()
+	}
+	fmt.Printf("%-6d %-8d %-9s %-10s %-10s %-9s %-8d %-13.0f %-9.2f %-11s %s\n", counted, replicas, lone.Round(100*time.Millisecond), balance.Round(100*time.Millisecond),
+		failover.Round(100*time.Millisecond), grown, moves, perHour(total), billed, mib(int64(heap.HeapInuse)/int64(replicas)), strings.Join(byOp, ", "))
 }
 
 func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
