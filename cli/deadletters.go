@@ -110,7 +110,7 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if *since != "" {
 		var err error
-		if f.Since, err = parseSince(*since, time.Now()); err != nil {
+		if f.Since, err = deadletters.ParseSince(*since, time.Now()); err != nil {
 			return usage("--since: %v", err)
 		}
 	}
@@ -221,18 +221,6 @@ func openLetterStore(ctx context.Context, spec *connector.Spec, log *slog.Logger
 	return deadletters.Files{Dir: dir, Connector: spec.Name}, func() {}, nil
 }
 
-// parseSince reads --since: an RFC 3339 time, or a duration before now.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a positive duration", s)
-	}
-	return now.Add(-d), nil
-}
-
 // printCounts prints list's table.
 func printCounts(w io.Writer, counts []deadletters.Count) {
 	if len(counts) == 0 {
@@ -314,76 +302,45 @@ func showBody(spec *connector.Spec, b []byte) (kind, text string) {
 // printing each outcome and a summary. failed reports a letter that failed
 // again.
 func replayLetters(ctx context.Context, store deadletters.Store, spec *connector.Spec, f deadletters.Filter, ids []int64, dryRun bool, w io.Writer) (failed bool, err error) {
-	if spec.Source.Format == "avro" {
-		// The letters hold the Avro bytes; the running connector decodes
-		// them with its schema registry before the mapping.
-		return false, errors.New("source.format avro: replaying Avro letters is not supported yet")
+	dec, err := connector.ReplayDecoder(spec)
+	if err != nil {
+		return false, err
 	}
-	var letters []deadletters.Letter
-	if len(ids) == 0 {
-		if letters, err = store.Letters(ctx, f); err != nil {
-			return false, err
+	// In a dry run each outcome is said as what would happen.
+	said := func(done, would string) string {
+		if dryRun {
+			return would
 		}
+		return done
 	}
-	for _, id := range ids {
-		f.ID = id
-		l, err := store.Letters(ctx, f)
-		if err != nil {
-			return false, err
-		}
-		letters = append(letters, l...)
-	}
-	format := connector.ChangeEvents(spec.Sink.Config)
-	rev := spec.Revision()
-	var done, again, dropped, skipped int
-	for i := range letters {
-		if err := ctx.Err(); err != nil {
-			return failed, err
-		}
-		l := &letters[i]
-		o := deadletters.ReplayOptions{DryRun: dryRun, Revision: rev}
-		keep, ferr := spec.Filter.Keeps(&l.Event, format)
-		if ferr != nil {
-			o.Refused = ferr.Error()
-		}
-		o.Drop = ferr == nil && !keep
-		out, err := store.Replay(ctx, l, o)
-		if err != nil {
-			return failed, err
-		}
+	r := connector.LetterReplayer(spec, store, dec)
+	r.Report = func(l *deadletters.Letter, out deadletters.Outcome) {
 		fmt.Fprintf(w, "letter %d (partition %s, sequence number %d): ", l.ID, l.Event.Partition, l.Event.SequenceNumber)
-		// In a dry run each outcome is said as what would happen.
-		said := func(done, would string) string {
-			if dryRun {
-				return would
-			}
-			return done
-		}
 		switch {
 		case out.AlreadyReplayed:
-			skipped++
 			fmt.Fprintln(w, "already replayed")
 		case out.Reason != "":
-			again, failed = again+1, true
 			fmt.Fprintf(w, "%s: %s\n", said("failed again", "would fail again"), out.Reason)
 		case out.Dropped:
-			dropped++
 			fmt.Fprintln(w, said("dropped by the filter (marked replayed, no row)", "would be dropped by the filter (no row)"))
 		default:
-			done++
 			fmt.Fprintf(w, "%s: %d row(s)\n", said("replayed", "would be replayed"), len(out.Rows))
 			for _, r := range out.Rows {
 				fmt.Fprintf(w, "  %s %s\n", r.Table, formatRow(r))
 			}
 		}
 	}
+	t, err := r.Replay(ctx, f, ids, dryRun)
+	if err != nil {
+		return t.FailedAgain > 0, err
+	}
 	verb := "replayed"
 	if dryRun {
 		verb = "would be replayed (dry run: nothing written)"
 	}
 	fmt.Fprintf(w, "connector %s: %d letter(s): %d %s, %d dropped by the filter, %d failed again, %d already replayed\n",
-		spec.Name, len(letters), done, verb, dropped, again, skipped)
-	return failed, nil
+		spec.Name, t.Letters, t.Replayed, verb, t.Dropped, t.FailedAgain, t.AlreadyReplayed)
+	return t.FailedAgain > 0, nil
 }
 
 // formatRow prints a row as {column: value, ...}.

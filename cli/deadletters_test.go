@@ -243,7 +243,8 @@ func waitFor(t *testing.T, ctx context.Context, done <-chan int, what string, co
 
 // TestDeadLettersFiles: the letters the runner stores in files for a sink
 // that keeps none (stdout) are listed and shown, body decoded, revision
-// read back; replay refuses them, saying why.
+// read back; replay refuses them, saying why, and refuses Avro letters of
+// the built-in emulator's registry, naming the operations API's action.
 func TestDeadLettersFiles(t *testing.T) {
 	dir := t.TempDir()
 	dead := filepath.Join(dir, "dead")
@@ -280,6 +281,21 @@ connectors:
 	code, _, stderr = cli(t, "deadletters", "replay", "-c", path)
 	if code != exitFailure || !strings.Contains(stderr, "replay is not supported") {
 		t.Fatalf("replay: exit %d, stderr %s; want 1 and the refusal", code, stderr)
+	}
+
+	// Avro letters are decoded with the connector's registry: the built-in
+	// emulator's is in the process that runs it.
+	avroPath := writeIn(t, dir, "avro.yaml", `
+emulator: {hubs: {orders: 1}}
+connectors:
+  - name: lines
+    source: {connection: emulator, eventhub: orders, format: avro, registry: {type: azure}}
+    errors: {dead_letter: {dir: `+dead+`}}
+    sink: {type: stdout, columns: {id: $.id}}
+`)
+	code, _, stderr = cli(t, "deadletters", "replay", "-c", avroPath)
+	if code != exitFailure || !strings.Contains(stderr, "POST /v1/connectors/lines/deadletters/replay") {
+		t.Fatalf("replay of Avro letters of the emulator's registry: exit %d, stderr %s; want 1 and the operations API named", code, stderr)
 	}
 }
 

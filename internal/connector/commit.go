@@ -193,7 +193,19 @@ func (pr *partitionRun) deadLetter(ctx context.Context, rejected []sinks.Rejecte
 	if err != nil {
 		return r.errorf(pr.src, "store dead letters for seq %d: %w", first.Event.SequenceNumber, err)
 	}
+	if _, ok := pr.p.(sinks.DeadLetterer); ok {
+		pr.lettered = true
+	} else {
+		r.lettersStored()
+	}
 	return nil
+}
+
+// lettersStored passes on that dead letters are durable.
+func (r *Runner) lettersStored() {
+	if r.opts.lettersStored != nil {
+		r.opts.lettersStored()
+	}
 }
 
 // committed returns a copy of the committed watermark, for other goroutines.
@@ -279,6 +291,10 @@ func (pr *partitionRun) flush(ctx context.Context) error {
 	pr.wmMu.Unlock()
 	pr.unflushed = 0
 	pr.advanceDropped()
+	if pr.lettered {
+		pr.lettered = false
+		r.lettersStored()
+	}
 	return nil
 }
 

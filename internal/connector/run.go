@@ -215,9 +215,14 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 
 	cs.started(runner, src.OwnerID())
 	defer cs.setRunner(nil)
+	letters := letterStoreOf(sink, &spec)
+	replayer := LetterReplayer(&spec, letters, decoder)
+	cs.setReplayer(&replayer)
+	defer cs.setReplayer(nil)
 	var props sync.WaitGroup
 	pctx, stopProps := context.WithCancel(ctx)
 	props.Go(func() { cs.refreshProps(pctx, src, runner, cfg.lagInterval()) })
+	props.Go(func() { cs.countLetters(pctx, letters, cfg.lagInterval()) })
 	props.Go(func() {
 		every := spec.Source.Settings.WithDefaults().LoadBalancing.UpdateInterval
 		probeIdle(pctx, every, runner.brk, runner, func(ctx context.Context) (sinks.Sink, error) {
@@ -313,6 +318,7 @@ func runnerOptions(cfg *Config, spec Spec, sink sinks.Sink, sinkCfg any, dead *F
 		sinkCalled:              cs.sinkReached,
 		sourceDown:              cs.sourceDownSince,
 		storeCalled:             cs.storeReached,
+		lettersStored:           cs.lettersChanged,
 	}
 }
 

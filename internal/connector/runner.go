@@ -174,6 +174,10 @@ type RunnerOptions struct {
 	// call that was not cut short by the partition's ctx or refused for a
 	// lost ownership, so that readiness follows the checkpoint store.
 	storeCalled func(error)
+	// lettersStored, when set, is told that dead letters were made
+	// durable (stored by the runner, or committed by a flush after the
+	// writer took them), so that the status counts them soon.
+	lettersStored func()
 }
 
 // DeadLetterStore keeps dead letters durably. Store must have made the
@@ -276,6 +280,7 @@ type partitionRun struct {
 	// nothing unflushed. dropN counts those events for the checkpoint policy.
 	dropTail *sinks.Position
 	dropN    int
+	lettered bool          // the writer took dead letters its next flush commits
 	stat     partitionStat // for the status snapshot
 }
 

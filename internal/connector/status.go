@@ -13,6 +13,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	hamba "github.com/hamba/avro/v2"
+
+	"github.com/ehsink/ehsink/internal/deadletters"
 )
 
 // ErrUnknownConnector is matched (errors.Is) by [Control] calls naming a
@@ -59,6 +61,9 @@ type ConnectorStatus struct {
 	Partitions []PartitionStatus `json:"partitions"`
 	// LastError is the connector's last failure, if any.
 	LastError *TimedError `json:"last_error,omitempty"`
+	// DeadLetters are its dead letters as last counted; nil before the
+	// first count.
+	DeadLetters *DeadLetterCounts `json:"dead_letters,omitempty"`
 }
 
 // Reach is whether a connector reached its source or its sink, and when
@@ -148,9 +153,10 @@ func suffix(err string) string {
 }
 
 // Control shows and steers the connectors Run runs: a status snapshot of
-// each, pause, resume and restart. Make one with [NewControl], pass it in
-// [RunOptions], and call it from any goroutine while Run runs (or after:
-// the statuses then say stopped). It is safe for concurrent use.
+// each, pause, resume, restart and the replay of its dead letters. Make
+// one with [NewControl], pass it in [RunOptions], and call it from any
+// goroutine while Run runs (or after: the statuses then say stopped). It
+// is safe for concurrent use.
 type Control struct {
 	now func() time.Time
 
@@ -174,7 +180,7 @@ func (c *Control) add(name string, met *Metrics) *connState {
 		}
 	}
 	cs := &connState{name: name, now: c.now, met: met, state: StateStarting, since: c.now(),
-		gate: newGate(), restart: make(chan struct{}, 1), props: map[string]azeventhubs.PartitionProperties{}}
+		gate: newGate(), restart: make(chan struct{}, 1), lettersPoke: make(chan struct{}, 1), props: map[string]azeventhubs.PartitionProperties{}}
 	met.connectorState(name, string(StateStarting))
 	c.conns = append(c.conns, cs)
 	return cs
@@ -293,6 +299,10 @@ type connState struct {
 	lastErr       *TimedError
 	runner        *Runner
 	props         map[string]azeventhubs.PartitionProperties // by partition ID
+	replayer      *deadletters.Replayer                      // the running sink's letters, nil while it is not open
+	letters       *DeadLetterCounts                          // the last count, kept across restarts
+
+	lettersPoke chan struct{} // a count asked for (letters stored or replayed), buffered 1
 }
 
 // setLocked moves to state s; a running connector whose gate is closed is
@@ -454,6 +464,7 @@ func (cs *connState) status() ConnectorStatus {
 		Name: cs.name, State: cs.state, Since: cs.since, OwnerID: cs.ownerID,
 		EventHub: cs.eventHub, ConsumerGroup: cs.consumerGroup, SinkType: cs.sinkType,
 		Source: cs.source, Sink: cs.sink, Store: cs.store, LastError: cs.lastErr, Partitions: []PartitionStatus{},
+		DeadLetters: cs.letters,
 	}
 	runner := cs.runner
 	props := make(map[string]azeventhubs.PartitionProperties, len(cs.props))

@@ -85,8 +85,9 @@ type ReplayOptions struct {
 	DryRun bool
 	// Drop says the connector's current filter drops the event.
 	Drop bool
-	// Refused, when set, is why the connector's filter could not decide
-	// on the event: it fails again with this reason.
+	// Refused, when set, is why the connector cannot take the event (its
+	// filter could not decide on it, its Avro body cannot be decoded): it
+	// fails again with this reason.
 	Refused string
 	// Revision is the configuration revision replaying it: a letter that
 	// fails again is stored with it.

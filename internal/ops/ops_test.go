@@ -21,6 +21,7 @@ import (
 	"github.com/ehsink/ehsink/internal/connector"
 	"github.com/ehsink/ehsink/internal/ops"
 	"github.com/ehsink/ehsink/internal/produce"
+	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/testenv"
 	_ "github.com/ehsink/ehsink/sinks/postgres"
 )
@@ -33,13 +34,52 @@ type rig struct {
 	dsn      string
 	producer *azeventhubs.ProducerClient
 	reg      *prometheus.Registry
+	emu      *emulator.Server
+	token    string // the API's bearer token, if set
 }
 
 const partitions = 2
 
+// jsonOrders is the rig's connector unless a test gives its own: JSON
+// order events into a table it creates.
+const jsonOrders = `
+    sink:
+      type: postgres
+      dsn: "${DSN}"
+      table: orders
+      create_table: true
+      columns:
+        order_id: {from: $.order_id, type: text}
+        part: {from: "@partition", type: text}
+        seq: {from: "@sequence_number", type: bigint}
+`
+
+// rigSetup varies the rig: with registry the emulator serves its schema
+// registry; token guards the API; source holds more keys of the
+// connector's source, connector its keys after its source and checkpoint
+// (in both, ${DSN}, ${REGISTRY} and ${CA} are replaced); before runs
+// before the connector starts. sharedPostgres takes a database of the
+// package's shared server instead of a server of the rig's own (which a
+// test may stop).
+type rigSetup struct {
+	registry          bool
+	token             string
+	source, connector string
+	before            func(r *rig)
+	sharedPostgres    bool
+}
+
 func startRig(t *testing.T, ctx context.Context) *rig {
+	return startRigWith(t, ctx, rigSetup{connector: jsonOrders})
+}
+
+func startRigWith(t *testing.T, ctx context.Context, setup rigSetup) *rig {
 	t.Helper()
-	srv, err := emulator.Start(ctx, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: partitions}}})
+	ecfg := emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: partitions}}}
+	if setup.registry {
+		ecfg.SchemaRegistryAddr = "127.0.0.1:0"
+	}
+	srv, err := emulator.Start(ctx, ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +88,22 @@ func startRig(t *testing.T, ctx context.Context) *rig {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	})
-	pg := testenv.NewPostgres(t)
+	var pg *testenv.PostgresInstance
+	if setup.sharedPostgres {
+		pg = testenv.Postgres(t)
+	} else {
+		pg = testenv.NewPostgres(t)
+	}
 	dsn := pg.NewDatabase(t)
 	conn := srv.ConnectionString("orders")
 	work := t.TempDir()
 	cfgPath := filepath.Join(work, "connectors.yaml")
+	ca := filepath.Join(work, "emulator.pem")
+	if err := os.WriteFile(ca, srv.CertificatePEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer("${DSN}", dsn, "${REGISTRY}", "https://"+srv.SchemaRegistryAddr(), "${CA}", ca).Replace
+	sink := fill(setup.connector)
 	if err := os.WriteFile(cfgPath, []byte(`
 drain_timeout: 20s
 http: {lag_interval: 500ms}
@@ -61,18 +112,8 @@ connectors:
     source:
       connection: "`+conn+`"
       batch: {max_events: 50, max_wait: 200ms}
-      load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 4s}
-    checkpoint: {file: {dir: `+filepath.Join(work, "checkpoints")+`}}
-    sink:
-      type: postgres
-      dsn: "`+dsn+`"
-      table: orders
-      create_table: true
-      columns:
-        order_id: {from: $.order_id, type: text}
-        part: {from: "@partition", type: text}
-        seq: {from: "@sequence_number", type: bigint}
-    errors:
+      load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 4s}`+fill(setup.source)+`
+    checkpoint: {file: {dir: `+filepath.Join(work, "checkpoints")+`}}`+sink+`    errors:
       retry: {initial_backoff: 100ms, max_backoff: 500ms}
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -88,9 +129,13 @@ connectors:
 	}
 	control := connector.NewControl()
 	reg.MustRegister(ops.NewCollector(control))
-	api, err := ops.Serve("127.0.0.1:0", ops.Options{Control: control, Gatherer: reg, Pprof: true})
+	api, err := ops.Serve("127.0.0.1:0", ops.Options{Control: control, Gatherer: reg, Pprof: true, Token: secret.String(setup.token)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	r := &rig{base: "http://" + api.Addr().String(), pg: pg, dsn: dsn, reg: reg, emu: srv, token: setup.token}
+	if setup.before != nil {
+		setup.before(r)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -115,7 +160,8 @@ connectors:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { producer.Close(context.Background()) })
-	return &rig{base: "http://" + api.Addr().String(), pg: pg, dsn: dsn, producer: producer, reg: reg}
+	r.producer = producer
+	return r
 }
 
 // send produces n demo events.
@@ -143,20 +189,30 @@ func (r *rig) rows(t *testing.T, ctx context.Context) (rows, distinct int) {
 
 func (r *rig) do(t *testing.T, method, path string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, r.base+path, nil)
+	return r.call(t, method, path, "", "")
+}
+
+// call sends a request with body, and with token as its bearer token
+// when not empty.
+func (r *rig) call(t *testing.T, method, path, body, token string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, r.base+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	got, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, body
+	return resp.StatusCode, got
 }
 
 func (r *rig) status(t *testing.T) connector.ConnectorStatus {

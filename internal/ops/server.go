@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ehsink/ehsink/internal/connector"
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/internal/secret"
 )
 
@@ -45,6 +46,7 @@ func Routes(pprof bool) []Route {
 		{"POST", "/v1/connectors/{name}/pause", "pause: flush and checkpoint what is held, stop receiving, keep the leases"},
 		{"POST", "/v1/connectors/{name}/resume", "resume a paused connector"},
 		{"POST", "/v1/connectors/{name}/restart", "rebuild the connector's sink and source"},
+		{"POST", "/v1/connectors/{name}/deadletters/replay", "replay the connector's dead letters through its running sink, as `ehsink deadletters replay`"},
 	}
 	if pprof {
 		rs = append(rs, Route{"GET", "/debug/pprof/", "Go profiles (only with http.pprof: true)"})
@@ -114,11 +116,11 @@ func Serve(addr string, opts Options) (*Server, error) {
 	log.Info("serving the operations API", "addr", "http://"+ln.Addr().String(), "pprof", opts.Pprof)
 	switch {
 	case opts.Token != "":
-		log.Info("operations API: pause, resume and restart require the bearer token of http.token or http.token_file")
+		log.Info("operations API: pause, resume, restart and replay require the bearer token of http.token or http.token_file")
 	case s.loopback:
-		log.Info("operations API: no token set (http.token or http.token_file); pause, resume and restart are served without one because the listener is loopback")
+		log.Info("operations API: no token set (http.token or http.token_file); pause, resume, restart and replay are served without one because the listener is loopback")
 	default:
-		log.Warn("operations API: no token set (http.token or http.token_file) and the listener is not loopback: pause, resume and restart are refused with 403; probes, /metrics and status stay open", "addr", ln.Addr().String())
+		log.Warn("operations API: no token set (http.token or http.token_file) and the listener is not loopback: pause, resume, restart and replay are refused with 403; probes, /metrics and status stay open", "addr", ln.Addr().String())
 	}
 	return s, nil
 }
@@ -142,14 +144,15 @@ func (s *Server) Handler() http.Handler {
 		gatherer = prometheus.NewRegistry()
 	}
 	handlers := map[string]http.HandlerFunc{
-		"/metrics":                      promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP,
-		"/healthz":                      s.healthz,
-		"/readyz":                       s.readyz,
-		"/v1/connectors":                s.list,
-		"/v1/connectors/{name}":         s.get,
-		"/v1/connectors/{name}/pause":   s.control((*connector.Control).Pause),
-		"/v1/connectors/{name}/resume":  s.control((*connector.Control).Resume),
-		"/v1/connectors/{name}/restart": s.control((*connector.Control).Restart),
+		"/metrics":                                 promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP,
+		"/healthz":                                 s.healthz,
+		"/readyz":                                  s.readyz,
+		"/v1/connectors":                           s.list,
+		"/v1/connectors/{name}":                    s.get,
+		"/v1/connectors/{name}/pause":              s.control((*connector.Control).Pause),
+		"/v1/connectors/{name}/resume":             s.control((*connector.Control).Resume),
+		"/v1/connectors/{name}/restart":            s.control((*connector.Control).Restart),
+		"/v1/connectors/{name}/deadletters/replay": s.guard(s.replay),
 	}
 	for _, r := range Routes(s.opts.Pprof) {
 		if r.Path == "/debug/pprof/" {
@@ -226,20 +229,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// control serves a POST that steers one connector. In order: the request
-// must not come from another site's page (cross-origin protection), must
-// be authorized, and its body, if any, must be an empty JSON object; then
-// do runs and the answer is the connector's status after the change. Each
-// request, refused or not, gets one audit line.
+// control serves a POST that steers one connector: its body, if any,
+// must be an empty JSON object; then do runs and the answer is the
+// connector's status after the change.
 func (s *Server) control(do func(*connector.Control, string) error) http.HandlerFunc {
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeMessage(w, http.StatusForbidden, "cross-origin request refused: a browser page of another site may not change a connector")
-	}))
-	steer := cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorize(w, r) {
-			return
-		}
+	return s.guard(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkBody(r); err != nil {
 			writeMessage(w, http.StatusBadRequest, err.Error())
 			return
@@ -255,6 +249,22 @@ func (s *Server) control(do func(*connector.Control, string) error) http.Handler
 			return
 		}
 		writeJSON(w, http.StatusOK, st)
+	})
+}
+
+// guard serves a POST that changes something. In order: the request must
+// not come from another site's page (cross-origin protection), must be
+// authorized; then serve answers it. Each request, refused or not, gets
+// one audit line.
+func (s *Server) guard(serve http.HandlerFunc) http.HandlerFunc {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeMessage(w, http.StatusForbidden, "cross-origin request refused: a browser page of another site may not change a connector")
+	}))
+	steer := cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.authorize(w, r) {
+			serve(w, r)
+		}
 	}))
 	return func(w http.ResponseWriter, r *http.Request) {
 		// The answer is held until the audit line is written, so that a
@@ -320,6 +330,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 // object: the routes take no parameters, and a body that says something
 // else was meant for another route or version.
 func checkBody(r *http.Request) error {
+	var v struct{}
+	return decodeBody(r, &v, "no body or {}")
+}
+
+// decodeBody decodes a POST's JSON body, if any, into v, refusing unknown
+// fields (want says what the route takes).
+func decodeBody(r *http.Request, v any, want string) error {
 	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
 	if err != nil {
 		return fmt.Errorf("read request body: %w", err)
@@ -329,12 +346,11 @@ func checkBody(r *http.Request) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var v struct{}
-	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("request body: want no body or {}: %w", err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("request body: want %s: %w", want, err)
 	}
 	if dec.More() {
-		return errors.New("request body: want no body or {}: data after the JSON object")
+		return fmt.Errorf("request body: want %s: data after the JSON object", want)
 	}
 	return nil
 }
@@ -394,6 +410,8 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, connector.ErrConnectorState):
 		code = http.StatusConflict
+	case errors.Is(err, deadletters.ErrReplayUnsupported):
+		code = http.StatusNotImplemented
 	}
 	writeMessage(w, code, err.Error())
 }
