@@ -61,4 +61,3 @@ func TestFileLetterIDsAreStable(t *testing.T) {
 		t.Fatalf("partition 0's new letters: IDs %d, %d, want 2, 3", after[2], after[3])
 	}
 }
-
