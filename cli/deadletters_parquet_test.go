@@ -109,7 +109,9 @@ connectors:
 				rows = append(rows, fmt.Sprintf("%v|%v|%v", r["id"], r["amount"], r["seq"]))
 			}
 		}
-		bySeq := func(a, b string) int { return strings.Compare(a[strings.LastIndexByte(a, '|'):], b[strings.LastIndexByte(b, '|'):]) }
+		bySeq := func(a, b string) int {
+			return strings.Compare(a[strings.LastIndexByte(a, '|'):], b[strings.LastIndexByte(b, '|'):])
+		}
 		slices.SortFunc(rows, bySeq)
 		slices.Sort(partition0)
 		return rows, partition0
