@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -186,6 +187,13 @@ connectors:
 	want := []string{"o-1|1250e-2|0", "o-2|123450e-2|1", "o-3|300e-2|2", "o-4|9999999e-2|3", "o-7|700e-2|6"}
 	if got, p0 := rows(); !slices.Equal(got, want) || !slices.Equal(p0, runFiles) {
 		t.Fatalf("after the replay the files hold %q, partition 0's %q;\nwant what a correct first run writes %q, partition 0's as the run left them %q", got, p0, want, runFiles)
+	}
+	// The dropped letter's mark (a dead letter of its replay partition)
+	// is no letter of its own.
+	code, out, _ = cli(t, "deadletters", "list", "-c", fixed, "--replayed")
+	t.Logf("list --replayed:\n%s", out)
+	if code != exitOK || !strings.Contains(out, "\n4 letter(s)") || len(regexp.MustCompile(`(?m)^orders\s+0\s+1\s+1\s`).FindAllString(out, -1)) != 3 {
+		t.Fatalf("list --replayed: exit %d\n%s\nwant the 4 letters, 3 of them replayed", code, out)
 	}
 	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed)
 	if code != exitFailure || !strings.Contains(out, "1 letter(s): 0 replayed, 0 dropped by the filter, 1 failed again") {
