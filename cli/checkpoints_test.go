@@ -310,7 +310,7 @@ func fileCheckpointStore(t *testing.T, dir string) azeventhubs.CheckpointStore {
 // checkpoint's time is its blob's last-modified time.
 func TestCheckpointsListStalledOnBlob(t *testing.T) {
 	ctx := t.Context()
-	az := testenv.NewAzurite(t)
+	az := testenv.Azurite(t) // shared with the Parquet replay test: one start (about 10 s here) for the package
 	srv := startTestEmulator(t, 1)
 	conn := srv.ConnectionString("orders")
 	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)

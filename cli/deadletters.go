@@ -27,11 +27,9 @@ const deadlettersUsage = `Usage: ehsink deadletters list   [-c connectors.yaml] 
        ehsink deadletters replay [-c connectors.yaml] [--connector NAME] [--reason TEXT] [--since WHEN] [--id ID]... [--dry-run]
 
 Reads the dead letters a connector's sink keeps (the PostgreSQL sink's
-ehsink_dead_letters table) and replays them once their cause is fixed.
-list and show also read the dead-letter files (errors.dead_letter.dir) of
-a sink that keeps no letters itself (stdout, custom sinks); those cannot be
-replayed: an append-only file cannot mark a letter in the commit that
-writes its rows.
+ehsink_dead_letters table, the Parquet sink's _dead_letters files) or the
+runner's dead-letter files (errors.dead_letter.dir) of a sink that keeps
+none (stdout, custom sinks), and replays them once their cause is fixed.
 
 list counts the letters not yet replayed by connector, partition and
 reason (--replayed counts the replayed ones too). show prints one letter:
@@ -41,9 +39,12 @@ connector's spec; 'ehsink deadletters show' prints the current one).
 
 replay runs the selected letters' events through the connector's current
 filter, routes and mapping, and writes their rows into its sink. Each
-letter is marked replayed in the transaction that writes its rows, so a
-replay stopped at any moment and run again writes each row once. A letter
-whose event fails again stays, with its new reason. Replay leaves the
+letter is marked replayed in the commit that writes its rows, so a replay
+stopped at any moment and run again writes each row once: in its
+transaction for PostgreSQL; for other sinks the event is written through
+a writer of its own partition, deadletter.<partition>.<sequence number>,
+whose commit is the mark. A letter whose event fails again stays, with
+its new reason (PostgreSQL) or its old one (files). Replay leaves the
 partitions' watermarks alone and may run beside a live connector; an
 upsert keeps the newer row of a key when the replayed event is older.
 --dry-run prints, per letter, the rows it would write or why it would fail
@@ -186,7 +187,7 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // errNoLetterStore is openLetterStore's error for a sink whose dead letters
 // these commands cannot read.
-var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres sink's table and the dead-letter files of sinks that keep none)")
+var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres sink's table, the parquet sink's files and the dead-letter files of sinks that keep none)")
 
 // openLetterStore builds spec's sink, as run does but reading no event
 // hub, and returns it as a dead-letter store.
@@ -200,25 +201,26 @@ func openLetterStore(ctx context.Context, spec *connector.Spec, log *slog.Logger
 		cfg = driver.NewConfig()
 	}
 	// Namespace stays empty: a replay stores no new letter and moves no
-	// watermark, the two things the sink keys by it.
+	// partition's watermark, the two things the sink keys by it (a replay
+	// through the sink's writers moves only its own replay partitions').
 	info := sinks.Info{Connector: spec.Name, EventHub: spec.Source.EventHub, ConsumerGroup: spec.Source.ConsumerGroup, Logger: log.With("connector", spec.Name)}
 	sink, err := driver.New(ctx, cfg, info)
 	if err != nil {
 		return nil, nil, err
 	}
 	closeSink := func() { _ = sink.Close(context.WithoutCancel(ctx)) }
-	if store, ok := sink.(deadletters.Store); ok {
-		return store, closeSink, nil
-	}
-	closeSink()
+	_, stores := sink.(deadletters.Store)
+	_, keeps := sink.(deadletters.Source)
 	// The runner stores the letters of a sink that does not keep them
 	// itself in the connector's dead-letter files; a sink that keeps them
-	// (parquet, iceberg, delta) leaves that folder unmade.
-	dir := spec.Errors.DeadLetter.Dir
-	if _, err := os.Stat(dir); err != nil {
-		return nil, nil, fmt.Errorf("sink type %s, no dead-letter files in %s: %w", spec.Sink.Type, dir, errNoLetterStore)
+	// elsewhere (iceberg, delta) leaves that folder unmade.
+	if dir := spec.Errors.DeadLetter.Dir; !stores && !keeps {
+		if _, err := os.Stat(dir); err != nil {
+			closeSink()
+			return nil, nil, fmt.Errorf("sink type %s, no dead-letter files in %s: %w", spec.Sink.Type, dir, errNoLetterStore)
+		}
 	}
-	return deadletters.Files{Dir: dir, Connector: spec.Name}, func() {}, nil
+	return connector.LetterStore(sink, spec), closeSink, nil
 }
 
 // printCounts prints list's table.
@@ -274,7 +276,10 @@ func showLetter(ctx context.Context, store deadletters.Store, spec *connector.Sp
 		rev = "unknown"
 	}
 	fmt.Fprintf(w, "revision:        %s (the file's now: %s)\n", rev, spec.Revision())
-	if l.ReplayedAt != nil {
+	switch {
+	case l.ReplayedAt != nil && l.ReplayedAt.IsZero():
+		fmt.Fprintln(w, "replayed:        yes (its sink keeps no time)")
+	case l.ReplayedAt != nil:
 		fmt.Fprintf(w, "replayed at:     %s\n", l.ReplayedAt.UTC().Format(time.RFC3339Nano))
 	}
 	fmt.Fprintf(w, "reason:          %s\n", l.Reason)
@@ -321,6 +326,8 @@ func replayLetters(ctx context.Context, store deadletters.Store, spec *connector
 			fmt.Fprintln(w, "already replayed")
 		case out.Reason != "":
 			fmt.Fprintf(w, "%s: %s\n", said("failed again", "would fail again"), out.Reason)
+		case out.Dropped && out.Unmarked:
+			fmt.Fprintln(w, said("dropped by the filter (no row; its sink cannot mark it, so a later replay drops it again)", "would be dropped by the filter (no row)"))
 		case out.Dropped:
 			fmt.Fprintln(w, said("dropped by the filter (marked replayed, no row)", "would be dropped by the filter (no row)"))
 		default:

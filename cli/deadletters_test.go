@@ -272,7 +272,7 @@ connectors:
 	if code != exitOK || !strings.Contains(out, "2 letter(s)") || !strings.Contains(out, "invalid JSON") {
 		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
 	}
-	code, out, stderr = cli(t, "deadletters", "show", "-c", path, "2")
+	code, out, stderr = cli(t, "deadletters", "show", "-c", path, "1000000002") // partition 1, its second letter
 	for _, want := range []string{"sequence number: 9", "body (base64, 2 bytes):\n/wA=", "revision:        0123456789ab"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("show: exit %d\n%s%s\nwant %q", code, out, stderr, want)

@@ -207,15 +207,25 @@ func (cs *connState) lettersChanged() {
 	}
 }
 
-// letterStoreOf is the store of a running connector's letters: its sink,
-// when it keeps them where the deadletters commands read them, else the
-// runner's dead-letter files (none yet for a sink that keeps its letters
-// elsewhere: those count as none).
-func letterStoreOf(sink sinks.Sink, spec *Spec) deadletters.Store {
-	if s, ok := sink.(deadletters.Store); ok {
-		return s
+// LetterStore is the store of spec's dead letters, given its sink: the
+// sink itself when it keeps and marks them (postgres); else a
+// [deadletters.WriterStore] replaying them through the sink's own writers,
+// over the letters the sink keeps (parquet) or the runner's dead-letter
+// files (custom sinks; stdout's can be read, not replayed, as it keeps no
+// watermark to mark them). The deadletters commands and the running
+// connector's status and replay action use the same.
+func LetterStore(sink sinks.Sink, spec *Spec) deadletters.Store {
+	switch store := sink.(type) {
+	case deadletters.Store:
+		return store
+	case deadletters.Source:
+		return &deadletters.WriterStore{Source: store, Sink: sink, Connector: spec.Name}
 	}
-	return deadletters.Files{Dir: spec.Errors.DeadLetter.Dir, Connector: spec.Name}
+	files := deadletters.Files{Dir: spec.Errors.DeadLetter.Dir, Connector: spec.Name}
+	if spec.Sink.Type == "stdout" {
+		sink = nil
+	}
+	return &deadletters.WriterStore{Source: files, Sink: sink, Connector: spec.Name}
 }
 
 // ReplayResult is what a replay through [Control.ReplayDeadLetters] made

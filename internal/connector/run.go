@@ -215,7 +215,7 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 
 	cs.started(runner, src.OwnerID())
 	defer cs.setRunner(nil)
-	letters := letterStoreOf(sink, &spec)
+	letters := LetterStore(sink, &spec)
 	replayer := LetterReplayer(&spec, letters, decoder)
 	cs.setReplayer(&replayer)
 	defer cs.setReplayer(nil)

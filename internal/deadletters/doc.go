@@ -5,4 +5,8 @@
 // A sink whose store the commands can read implements [Store] on the value
 // its driver's New returns (the PostgreSQL sink does); the CLI finds it by
 // type assertion, so the contract stays out of the public sinks package.
+// Letters a sink cannot mark in the commit that writes their rows (the
+// runner's dead-letter files, [Files]; the Parquet sink's, a [Source]) are
+// replayed by [WriterStore] through the sink's own writer of the letter's
+// [ReplayPartition], whose watermark is the mark.
 package deadletters

@@ -3,7 +3,6 @@ package deadletters
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,24 +12,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/ehsink/ehsink/internal/record"
 	"github.com/ehsink/ehsink/sinks"
 )
 
-// ErrReplayUnsupported is returned by the Replay of a store that can be
-// read but not replayed.
-var ErrReplayUnsupported = errors.New("replay is not supported for this store")
-
 // Files reads the dead-letter files of a connector whose sink does not keep
 // its letters itself (errors.dead_letter.dir: one file of JSON lines per
-// partition, written by the runner). It is read-only: an append-only file
-// has nowhere to mark a letter replayed in the commit that writes its rows,
-// so Replay returns ErrReplayUnsupported. A letter's ID is its place in the
-// files, the partitions' files taken by name: stable, as the files are
-// only appended to. A torn last line (a crash mid-write) is passed over.
+// partition, written by the runner). The files are append-only, so they
+// cannot say which letters were replayed: [WriterStore] keeps that mark in
+// the sink. A letter's ID is [LetterID] of its partition and its line in
+// that partition's file, stable while the files are appended to. A torn
+// last line (a crash mid-write) is passed over.
 type Files struct {
 	// Dir is the folder of the files.
 	Dir string
@@ -38,10 +32,10 @@ type Files struct {
 	Connector string
 }
 
-var _ Store = Files{}
+var _ Source = Files{}
 
-// Letters implements Store.
-func (f Files) Letters(ctx context.Context, flt Filter) ([]Letter, error) {
+// ReadLetters implements Source.
+func (f Files) ReadLetters(ctx context.Context) ([]Letter, error) {
 	entries, err := os.ReadDir(f.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -50,57 +44,84 @@ func (f Files) Letters(ctx context.Context, flt Filter) ([]Letter, error) {
 		return nil, fmt.Errorf("dead-letter files: %w", err)
 	}
 	var out []Letter
-	var id int64
 	for _, e := range entries {
 		if e.IsDir() || filepath.Ext(e.Name()) != ".jsonl" {
 			continue
 		}
 		path := filepath.Join(f.Dir, e.Name())
-		err := readLines(path, func(line []byte) error {
-			id++
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			l, err := f.letter(id, line)
-			if err != nil {
-				return fmt.Errorf("line %d: %w", id, err)
-			}
-			if selects(flt, &l) {
-				out = append(out, l)
-			}
-			return nil
-		})
+		file, err := os.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("dead-letter file %s: %w", path, err)
+			return nil, fmt.Errorf("dead-letter files: %w", err)
 		}
+		letters, err := ReadLines(ctx, file, f.Connector, path, 0)
+		file.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, letters...)
 	}
 	return out, nil
 }
 
-// readLines calls fn with each complete line of the file at path.
-func readLines(path string, fn func(line []byte) error) error {
-	file, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	r := bufio.NewReader(file)
-	for {
-		line, err := r.ReadBytes('\n')
+// ReadLines reads the dead letters of one partition's JSON lines (the
+// format of internal/record) from r, named where in errors and letters'
+// Table. The first line is the partition's letter after, as [LetterID]
+// counts them. Each line must hold a letter of one partition. What
+// follows the last newline is a torn line, or nothing: passed over.
+func ReadLines(ctx context.Context, r io.Reader, connector, where string, after int64) ([]Letter, error) {
+	br := bufio.NewReader(r)
+	var out []Letter
+	partition := ""
+	for n := after + 1; ; n++ {
+		line, err := br.ReadBytes('\n')
 		if errors.Is(err, io.EOF) {
-			return nil // what follows the last newline is torn, or nothing
+			return out, nil
+		}
+		if err == nil {
+			err = ctx.Err()
 		}
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("dead-letter file %s: %w", where, err)
 		}
-		if err := fn(bytes.TrimSuffix(line, []byte("\n"))); err != nil {
-			return err
+		l, err := parseLetter(bytes.TrimSuffix(line, []byte("\n")))
+		if err == nil && partition != "" && l.Event.Partition != partition {
+			err = fmt.Errorf("partition %q in a file of partition %q", l.Event.Partition, partition)
 		}
+		if err == nil {
+			l.ID, err = LetterID(l.Event.Partition, n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter file %s: line %d: %w", where, n-after, err)
+		}
+		partition = l.Event.Partition
+		l.Connector, l.Table = connector, where
+		out = append(out, l)
 	}
 }
 
-// letter decodes one line of the files.
-func (f Files) letter(id int64, line []byte) (Letter, error) {
+// lettersPerPartition is how many letters of one partition IDs can tell
+// apart: a letter's ID is partition × lettersPerPartition + its number in
+// the partition.
+const lettersPerPartition = 1_000_000_000
+
+// LetterID is the ID of the n-th letter (from 1) of partition, which must
+// be a number, as Event Hubs partition IDs are: partition 0's letters are
+// 1, 2, ...; partition 3's 3000000001, .... An ID depends on its own
+// partition's letters only, so a letter appended to one partition moves
+// no other's.
+func LetterID(partition string, n int64) (int64, error) {
+	p, err := strconv.ParseInt(partition, 10, 64)
+	switch {
+	case err != nil || p < 0 || p > (1<<63-1)/lettersPerPartition-1:
+		return 0, fmt.Errorf("partition %q: want a partition number (0 to %d) to number its letters", partition, (1<<63-1)/lettersPerPartition-1)
+	case n < 1 || n >= lettersPerPartition:
+		return 0, fmt.Errorf("partition %s: letter %d: want 1 to %d letters a partition", partition, n, lettersPerPartition-1)
+	}
+	return p*lettersPerPartition + n, nil
+}
+
+// parseLetter decodes one line of the dead-letter format.
+func parseLetter(line []byte) (Letter, error) {
 	var r record.DeadLetter
 	if err := json.Unmarshal(line, &r); err != nil {
 		return Letter{}, err
@@ -117,59 +138,9 @@ func (f Files) letter(id int64, line []byte) (Letter, error) {
 		}
 	}
 	return Letter{
-		ID: id, Connector: f.Connector, Reason: r.Reason, FailedAt: r.FailedAt, Revision: r.Revision,
+		Reason: r.Reason, FailedAt: r.FailedAt, Revision: r.Revision,
 		Event: sinks.Event{Partition: r.Partition, SequenceNumber: r.SequenceNumber, Offset: r.Offset,
 			EnqueuedTime: r.EnqueuedTime, PartitionKey: r.PartitionKey, ContentType: r.ContentType,
 			Properties: r.Properties, Body: body},
 	}, nil
-}
-
-// selects reports whether flt selects l; a file letter is never replayed.
-func selects(flt Filter, l *Letter) bool {
-	return (flt.Reason == "" || strings.Contains(l.Reason, flt.Reason)) &&
-		(flt.Since.IsZero() || !l.FailedAt.Before(flt.Since)) &&
-		(flt.ID == 0 || flt.ID == l.ID)
-}
-
-// Counts implements Store.
-func (f Files) Counts(ctx context.Context, flt Filter) ([]Count, error) {
-	letters, err := f.Letters(ctx, flt)
-	if err != nil {
-		return nil, err
-	}
-	type key struct{ partition, reason string }
-	byKey := map[key]*Count{}
-	var out []*Count
-	for _, l := range letters {
-		k := key{l.Event.Partition, l.Reason}
-		c := byKey[k]
-		if c == nil {
-			c = &Count{Connector: f.Connector, Partition: k.partition, Reason: k.reason, First: l.FailedAt, Last: l.FailedAt}
-			byKey[k] = c
-			out = append(out, c)
-		}
-		c.Letters++
-		if l.FailedAt.Before(c.First) {
-			c.First = l.FailedAt
-		}
-		if l.FailedAt.After(c.Last) {
-			c.Last = l.FailedAt
-		}
-	}
-	// The order of the PostgreSQL store's list: partitions by number,
-	// the most frequent reason first.
-	slices.SortFunc(out, func(a, b *Count) int {
-		return cmp.Or(cmp.Compare(len(a.Partition), len(b.Partition)), cmp.Compare(a.Partition, b.Partition),
-			cmp.Compare(b.Letters, a.Letters), cmp.Compare(a.Reason, b.Reason))
-	})
-	counts := make([]Count, len(out))
-	for i, c := range out {
-		counts[i] = *c
-	}
-	return counts, nil
-}
-
-// Replay implements Store: it returns ErrReplayUnsupported.
-func (f Files) Replay(context.Context, *Letter, ReplayOptions) (Outcome, error) {
-	return Outcome{}, fmt.Errorf("dead-letter files %s: %w (they are append-only: a replay could not mark a letter in the commit that writes its rows)", f.Dir, ErrReplayUnsupported)
 }

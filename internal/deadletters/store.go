@@ -69,8 +69,11 @@ type Outcome struct {
 	// Rows are the rows written (or, in a dry run, that would be).
 	Rows []Row
 	// Dropped says the connector's filter dropped the event: the letter
-	// is marked replayed and writes nothing.
+	// is marked replayed (unless Unmarked) and writes nothing.
 	Dropped bool
+	// Unmarked says a dropped letter could not be marked (its sink's
+	// writers store no dead letters): the next replay drops it again.
+	Unmarked bool
 	// Reason, when set, is why the event fails again; the letter stays,
 	// with this reason.
 	Reason string

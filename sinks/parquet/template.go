@@ -223,6 +223,9 @@ func checkPathValue(v string) error {
 // nameVars are the values a template is rendered with.
 type nameVars struct {
 	eventHub, connector, consumerGroup, partition string
+	// anyPartition makes a matcher take the files of every partition
+	// (partition is then unused), for the dead-letter commands.
+	anyPartition bool
 	// values are the values of the event for a route's value placeholders.
 	values []string
 	// enqueued is the enqueued time of the file's first event.
@@ -292,6 +295,17 @@ func (m *matcher) match(name string) (first, last int64, ok bool) {
 	return first, last, true
 }
 
+// partition returns the partition encoded in name, when m was built for
+// any partition and name matches.
+func (m *matcher) partition(name string) (string, bool) {
+	i := m.re.SubexpIndex("partition")
+	sm := m.re.FindStringSubmatch(name)
+	if i < 0 || sm == nil {
+		return "", false
+	}
+	return sm[i], true
+}
+
 // matcher builds the matcher of the files of one partition: the values known
 // at Open are literal, the others match any value of their form.
 func (t *template) matcher(v nameVars) *matcher {
@@ -299,7 +313,7 @@ func (t *template) matcher(v nameVars) *matcher {
 	var prefix strings.Builder
 	open := true // still in the part known at Open
 	re.WriteString("^")
-	seenFirst, seenLast := false, false
+	seenFirst, seenLast, seenPartition := false, false, false
 	for _, s := range t.segs {
 		var lit string
 		known := true
@@ -318,7 +332,7 @@ func (t *template) matcher(v nameVars) *matcher {
 		case phConsumerGroup:
 			lit = v.consumerGroup
 		case phPartition:
-			lit = v.partition
+			lit, known = v.partition, !v.anyPartition
 		default:
 			known = false
 		}
@@ -337,6 +351,13 @@ func (t *template) matcher(v nameVars) *matcher {
 			re.WriteString(`\d{4}`)
 		case phMonth, phDay, phHour:
 			re.WriteString(`\d{2}`)
+		case phPartition:
+			if seenPartition {
+				re.WriteString(`[^/]+`)
+			} else {
+				re.WriteString(`(?P<partition>[^/]+)`)
+				seenPartition = true
+			}
 		case phFirstSeq, phLastSeq:
 			// A repeated placeholder must repeat its value; Go's regexp has
 			// no back-references, so later occurrences only match digits.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ehsink/ehsink/internal/deadletters"
 	"github.com/ehsink/ehsink/sinks"
 )
 
@@ -114,6 +115,7 @@ var cases = []kitCase{
 	{"TwoOwnersFromWatermark", caseTwoOwnersFromWatermark, noFencing},
 	{"StaleOwnerFlushesLate", caseStaleOwnerFlushesLate, noFencing},
 	{"CrashBetweenDataAndWatermark", caseCrashBetweenDataAndWatermark, noInterruptCommit},
+	{"DeadLetterReplay", caseDeadLetterReplay, noWatermark},
 }
 
 func never(Harness) string { return "" }
@@ -613,4 +615,75 @@ func caseCrashBetweenDataAndWatermark(t testing.TB, h Harness) {
 	closeWriter(t, w)
 	wantWatermark(t, wm, 29)
 	wantOnceInOrder(t, h, "8", 0, 29)
+}
+
+// caseDeadLetterReplay is how `ehsink deadletters replay` writes a letter
+// into a sink that does not mark letters itself: through a writer of the
+// letter's own partition, "deadletter.<partition>.<seq>", whose watermark
+// is the mark that it was replayed. A replay killed before its commit
+// leaves no mark and nothing written; the next one writes the event once;
+// the mark outlives a restart; the event's partition keeps its watermark.
+func caseDeadLetterReplay(t testing.TB, h Harness) {
+	t.Helper()
+	const why = "(ehsink deadletters replay writes each letter through a writer of a partition named " +
+		"deadletter.<partition>.<sequence number>, whose watermark marks it replayed: " +
+		"the sink must take any partition ID and keep its watermark as for a partition of the hub)"
+	s := newSink(t, h)
+	w, _ := open(t, s, "4")
+	writeFlush(t, w, slices.Concat(Events("4", 0, 4), Events("4", 6, 9))) // 5 was dead-lettered
+	closeWriter(t, w)
+
+	p := deadletters.ReplayPartition("4", 5)
+	reopen := func(s sinks.Sink) (sinks.Writer, *sinks.Position) {
+		t.Helper()
+		w, wm, err := s.Open(ctx(t), p)
+		if err != nil {
+			t.Fatalf("Open(%q): %v %s", p, err, why)
+		}
+		return w, wm
+	}
+	w, wm := reopen(s)
+	if wm != nil {
+		t.Fatalf("Open(%q) of a fresh replay partition reports watermark %s, want none %s", p, fmtWatermark(wm), why)
+	}
+	if err := w.Write(ctx(t), []sinks.Event{Event("4", 5)}); err != nil {
+		t.Fatalf("Write of the letter's event to %q: %v", p, err)
+	}
+	closeWriter(t, w) // the replay killed before its commit
+
+	w, wm = reopen(newSink(t, h))
+	if wm != nil {
+		t.Fatalf("after a replay closed without Flush, Open(%q) reports watermark %s, want none: nothing was committed %s", p, fmtWatermark(wm), why)
+	}
+	mark := writeFlush(t, w, []sinks.Event{Event("4", 5)})
+	closeWriter(t, w)
+	if mark == nil {
+		t.Fatalf("Flush of %q reported no watermark: nothing would mark the letter replayed %s", p, why)
+	}
+
+	restarted := newSink(t, h)
+	w, wm = reopen(restarted)
+	closeWriter(t, w)
+	if wm == nil {
+		t.Fatalf("after a restart, Open(%q) reports no watermark: a second replay would write the letter again %s", p, why)
+	}
+	w, wm = open(t, restarted, "4")
+	closeWriter(t, w)
+	wantWatermark(t, wm, 9)
+	held := slices.Concat(h.Committed(harnessT(t), "4"), h.Committed(harnessT(t), p))
+	if n := len(slices.DeleteFunc(slices.Clone(held), func(s int64) bool { return s != 5 })); n != 1 {
+		t.Fatalf("partitions 4 and %s hold the replayed event %d times, want once (they hold %s)", p, n, summarize(held))
+	}
+	if got := slices.DeleteFunc(h.Committed(harnessT(t), "4"), func(s int64) bool { return s == 5 }); !slices.Equal(got, slices.Concat(seqRange(0, 4), seqRange(6, 9))) {
+		t.Fatalf("partition 4 holds %s besides the replayed event, want 0..4 and 6..9", summarize(got))
+	}
+}
+
+// seqRange returns from..to.
+func seqRange(from, to int64) []int64 {
+	out := make([]int64, 0, to-from+1)
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
 }

@@ -1,10 +1,12 @@
 package sinktest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,12 +131,17 @@ func TestKitCatchesBrokenSinks(t *testing.T) {
 		New:       func(t *testing.T) sinks.Sink { return NewMemory() },
 		Committed: func(t *testing.T, p string) []int64 { return nil },
 	}
+	// Refuses a partition ID that is not a number.
+	numericOnly := memoryHarness(NewMemory)
+	memoryNew := numericOnly.New
+	numericOnly.New = func(t *testing.T) sinks.Sink { return numericSink{memoryNew(t)} }
 	tests := []struct {
 		sink  string
 		h     Harness
 		cases []string
 	}{
-		{"forgetful", forgetful, []string{"RestartResumesFromWatermark", "ReplayWritesNothingTwice"}},
+		{"forgetful", forgetful, []string{"RestartResumesFromWatermark", "ReplayWritesNothingTwice", "DeadLetterReplay"}},
+		{"numeric partitions only", numericOnly, []string{"DeadLetterReplay"}},
 		{"fence removed", memoryHarness(unfenced), []string{
 			"TwoOwnersAtOnce",
 			"TwoOwnersFromWatermark",
@@ -225,4 +232,14 @@ func TestSummarize(t *testing.T) {
 			t.Errorf("summarize(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// numericSink refuses to open a partition whose ID is not a number.
+type numericSink struct{ sinks.Sink }
+
+func (s numericSink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks.Position, error) {
+	if _, err := strconv.Atoi(partition); err != nil {
+		return nil, nil, fmt.Errorf("partition %q: not a number", partition)
+	}
+	return s.Sink.Open(ctx, partition)
 }
