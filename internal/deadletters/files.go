@@ -101,7 +101,21 @@ func readLines(path string, fn func(line []byte) error) error {
 
 // letter decodes one line of the files.
 func (f Files) letter(id int64, line []byte) (Letter, error) {
-	var r record.DeadLetter
+	l, err := DecodeRecord(line)
+	l.ID, l.Connector = id, f.Connector
+	return l, err
+}
+
+// DecodeRecord decodes a letter kept as the JSON line of package
+// internal/record (the dead-letter files, the record column of the
+// table sinks' dead-letter tables): the event as received, the reason,
+// the time and the revision. ID, Connector and Table are the caller's.
+func DecodeRecord(line []byte) (Letter, error) {
+	var r struct {
+		record.DeadLetter
+		// Properties are decoded apart: whole numbers stay int64.
+		Properties json.RawMessage `json:"properties"`
+	}
 	if err := json.Unmarshal(line, &r); err != nil {
 		return Letter{}, err
 	}
@@ -116,12 +130,42 @@ func (f Files) letter(id int64, line []byte) (Letter, error) {
 			return Letter{}, fmt.Errorf("body: %w", err)
 		}
 	}
+	var props map[string]any
+	if len(r.Properties) > 0 && string(r.Properties) != "null" {
+		var err error
+		if props, err = DecodeProperties(r.Properties); err != nil {
+			return Letter{}, fmt.Errorf("properties: %w", err)
+		}
+	}
 	return Letter{
-		ID: id, Connector: f.Connector, Reason: r.Reason, FailedAt: r.FailedAt, Revision: r.Revision,
+		Reason: r.Reason, FailedAt: r.FailedAt, Revision: r.Revision,
 		Event: sinks.Event{Partition: r.Partition, SequenceNumber: r.SequenceNumber, Offset: r.Offset,
 			EnqueuedTime: r.EnqueuedTime, PartitionKey: r.PartitionKey, ContentType: r.ContentType,
-			Properties: r.Properties, Body: body},
+			Properties: props, Body: body},
 	}, nil
+}
+
+// DecodeProperties reads back application properties stored as a JSON
+// object, with whole numbers as int64 (what Event Hubs' integer
+// properties are) rather than float64, so a mapping reads them as it read
+// the event.
+func DecodeProperties(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		if n, ok := v.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				m[k] = i
+			} else if f, err := n.Float64(); err == nil {
+				m[k] = f
+			}
+		}
+	}
+	return m, nil
 }
 
 // selects reports whether flt selects l; a file letter is never replayed.
@@ -137,18 +181,29 @@ func (f Files) Counts(ctx context.Context, flt Filter) ([]Count, error) {
 	if err != nil {
 		return nil, err
 	}
-	type key struct{ partition, reason string }
+	return CountLetters(letters), nil
+}
+
+// CountLetters counts letters by connector, partition and reason, in the
+// order of the PostgreSQL store's list: partitions by number, the most
+// frequent reason first. It is Counts for a store that reads its letters
+// whole.
+func CountLetters(letters []Letter) []Count {
+	type key struct{ connector, partition, reason string }
 	byKey := map[key]*Count{}
 	var out []*Count
 	for _, l := range letters {
-		k := key{l.Event.Partition, l.Reason}
+		k := key{l.Connector, l.Event.Partition, l.Reason}
 		c := byKey[k]
 		if c == nil {
-			c = &Count{Connector: f.Connector, Partition: k.partition, Reason: k.reason, First: l.FailedAt, Last: l.FailedAt}
+			c = &Count{Connector: k.connector, Partition: k.partition, Reason: k.reason, First: l.FailedAt, Last: l.FailedAt}
 			byKey[k] = c
 			out = append(out, c)
 		}
 		c.Letters++
+		if l.ReplayedAt != nil {
+			c.Replayed++
+		}
 		if l.FailedAt.Before(c.First) {
 			c.First = l.FailedAt
 		}
@@ -156,17 +211,15 @@ func (f Files) Counts(ctx context.Context, flt Filter) ([]Count, error) {
 			c.Last = l.FailedAt
 		}
 	}
-	// The order of the PostgreSQL store's list: partitions by number,
-	// the most frequent reason first.
 	slices.SortFunc(out, func(a, b *Count) int {
-		return cmp.Or(cmp.Compare(len(a.Partition), len(b.Partition)), cmp.Compare(a.Partition, b.Partition),
+		return cmp.Or(cmp.Compare(a.Connector, b.Connector), cmp.Compare(len(a.Partition), len(b.Partition)), cmp.Compare(a.Partition, b.Partition),
 			cmp.Compare(b.Letters, a.Letters), cmp.Compare(a.Reason, b.Reason))
 	})
 	counts := make([]Count, len(out))
 	for i, c := range out {
 		counts[i] = *c
 	}
-	return counts, nil
+	return counts
 }
 
 // Replay implements Store: it returns ErrReplayUnsupported.
