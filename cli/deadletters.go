@@ -27,7 +27,8 @@ const deadlettersUsage = `Usage: ehsink deadletters list   [-c connectors.yaml] 
        ehsink deadletters replay [-c connectors.yaml] [--connector NAME] [--reason TEXT] [--since WHEN] [--id ID]... [--dry-run]
 
 Reads the dead letters a connector's sink keeps (the PostgreSQL sink's
-ehsink_dead_letters table) and replays them once their cause is fixed.
+ehsink_dead_letters table, the Delta sink's dead-letter table) and replays
+them once their cause is fixed.
 list and show also read the dead-letter files (errors.dead_letter.dir) of
 a sink that keeps no letters itself (stdout, custom sinks); those cannot be
 replayed: an append-only file cannot mark a letter in the commit that
@@ -186,7 +187,7 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // errNoLetterStore is openLetterStore's error for a sink whose dead letters
 // these commands cannot read.
-var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres sink's table and the dead-letter files of sinks that keep none)")
+var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres and delta sinks' tables and the dead-letter files of sinks that keep none)")
 
 // openLetterStore builds spec's sink, as run does but reading no event
 // hub, and returns it as a dead-letter store.
@@ -213,7 +214,7 @@ func openLetterStore(ctx context.Context, spec *connector.Spec, log *slog.Logger
 	closeSink()
 	// The runner stores the letters of a sink that does not keep them
 	// itself in the connector's dead-letter files; a sink that keeps them
-	// (parquet, iceberg, delta) leaves that folder unmade.
+	// (parquet, iceberg) leaves that folder unmade.
 	dir := spec.Errors.DeadLetter.Dir
 	if _, err := os.Stat(dir); err != nil {
 		return nil, nil, fmt.Errorf("sink type %s, no dead-letter files in %s: %w", spec.Sink.Type, dir, errNoLetterStore)

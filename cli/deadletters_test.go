@@ -128,14 +128,7 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	if code := <-done; code != exitOK {
 		t.Fatalf("run: exit %d:\n%s", code, logs.String())
 	}
-	revOf := func(path string) string {
-		cfg, err := connector.Load(path, connector.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg.Connectors[0].Revision()
-	}
-	revFirst, revFixed := revOf(first), revOf(fixed)
+	revFirst, revFixed := revisionOf(t, first), revisionOf(t, fixed)
 
 	code, out, stderr := cli(t, "deadletters", "list", "-c", fixed)
 	t.Logf("list:\n%s", out)
@@ -200,6 +193,17 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	if got := rows(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the second replay wrote: %q", got)
 	}
+}
+
+// revisionOf returns the configuration revision of the first connector
+// of the file at path.
+func revisionOf(t *testing.T, path string) string {
+	t.Helper()
+	cfg, err := connector.Load(path, connector.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Connectors[0].Revision()
 }
 
 // cancelOnWrite cancels a command's context at its first line of output.
