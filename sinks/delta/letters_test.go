@@ -244,3 +244,32 @@ func TestReplayLetters(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayLettersRouted: the events no route took are replayed once a
+// default route is added, into its table, as a first run with that route
+// would have written them; a second replay writes nothing.
+func TestReplayLettersRouted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, _, err := newRoutedTestSink(t, dir, true).Open(testCtx(t), "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeWithLetters(t, w, sinktest.Events("0", 0, 13)); err != nil {
+		t.Fatal(err)
+	}
+	store := newRoutedTestSink(t, dir, false)
+	letters, err := store.Letters(testCtx(t), deadletters.Filter{Reason: "no route"})
+	if err != nil || len(letters) != 2 || letters[0].ID != 60001 || letters[1].ID != 130001 || letters[0].Table != "*" {
+		t.Fatalf("letters: %+v, %v", letters, err)
+	}
+	for _, want := range []bool{false, true} {
+		for i := range letters {
+			out, err := store.Replay(testCtx(t), &letters[i], deadletters.ReplayOptions{})
+			if err != nil || out.AlreadyReplayed != want || (!want && (len(out.Rows) != 1 || out.Rows[0].Table != filepath.Join(dir, "rest"))) {
+				t.Fatalf("replay of letter %d (already replayed: %v): %+v, %v", letters[i].ID, want, out, err)
+			}
+		}
+	}
+	wantRouted(t, dir, "0", 0, 13, allRoutes)
+}
