@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,14 +20,7 @@ import (
 // Delta table under dir; customer is the source of the customer column
 // and extra more connector keys.
 func deltaLetterConfig(dir, listen, customer, extra string) string {
-	return `
-drain_timeout: 5s
-emulator: {listen: ` + listen + `, hubs: {orders: 1}}
-connectors:
-  - name: orders
-    source: {connection: emulator, eventhub: orders, batch: {max_events: 10, max_wait: 100ms}}
-    checkpoint: {file: {dir: ` + filepath.Join(dir, "checkpoints") + `}}` + extra + `
-    sink:
+	return emulatorConnector(dir, listen, extra) + `
       type: delta
       table: ` + filepath.Join(dir, "orders") + `
       max_age: 100ms
@@ -91,12 +81,7 @@ func TestDeadLettersReplayDelta(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	table := filepath.Join(dir, "orders")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := l.Addr().String()
-	l.Close()
+	listen := freeAddr(t)
 	first := writeIn(t, dir, "first.yaml", deltaLetterConfig(dir, listen, "$.customer", ""))
 	fixed := writeIn(t, dir, "fixed.yaml", deltaLetterConfig(dir, listen, "@partition_key", `
     filter: {drop: "$.test == true"}`))
@@ -115,32 +100,13 @@ func TestDeadLettersReplayDelta(t *testing.T) {
 		return out
 	}
 
-	// The first run, until its rows and letters are committed.
-	runCtx, stopRun := context.WithCancel(ctx)
-	var logs bytes.Buffer
-	done := make(chan int, 1)
-	go func() { done <- dispatch(runCtx, []string{"run", "-c", first}, io.Discard, &logs) }()
-	waitFor(t, ctx, done, "the emulator listening", func() bool {
-		c, err := net.Dial("tcp", listen)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	if code, _, stderr := cli(t, "send", "-c", first, "--keyed", "--file", events); code != exitOK {
-		t.Fatalf("send: exit %d: %s", code, stderr)
-	}
-	waitFor(t, ctx, done, "3 rows and 4 dead letters", func() bool {
+	firstRun(t, ctx, first, listen, []string{"--keyed", "--file", events}, "3 rows and 4 dead letters", func() bool {
 		if _, err := os.Stat(filepath.Join(table, deltalog.CommitName(0))); err != nil {
 			return false
 		}
 		rows, _ := deltaOrders(t, table)
 		return len(rows) == 3 && strings.Contains(letters(), "4 letter(s)")
 	})
-	stopRun()
-	if code := <-done; code != exitOK {
-		t.Fatalf("run: exit %d:\n%s", code, logs.String())
-	}
 
 	code, out, stderr := cli(t, "deadletters", "list", "-c", fixed)
 	t.Logf("list:\n%s", out)
@@ -169,13 +135,7 @@ func TestDeadLettersReplayDelta(t *testing.T) {
 
 	// A replay cancelled (as by Ctrl-C) once it has reported its first
 	// letter; then a replay of all.
-	cctx, cancelReplay := context.WithCancel(ctx)
-	var errOut bytes.Buffer
-	stopped := &cancelOnWrite{w: &bytes.Buffer{}, cancel: cancelReplay}
-	if code := dispatch(cctx, []string{"deadletters", "replay", "-c", fixed}, stopped, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "context canceled") {
-		t.Fatalf("cancelled replay: exit %d, stderr %s; want 1 and the cancellation", code, errOut.String())
-	}
-	cancelReplay()
+	replayCancelledAfterOne(t, ctx, fixed)
 	if rows, _ := deltaOrders(t, table); len(rows) != 4 {
 		t.Fatalf("the cancelled replay left %q, want the first letter's row written", rows)
 	}

@@ -52,7 +52,8 @@ var (
 
 // letterStore is the dead-letter store of a sink with a dead-letter
 // table: dl, and the data tables a replay writes (one, or one per
-// route, sel choosing). It is safe for concurrent use.
+// route, sel choosing). The sink and the routed sink embed it, which
+// makes them deadletters.Stores. It is safe for concurrent use.
 type letterStore struct {
 	info   sinks.Info
 	dl     *sink
@@ -61,46 +62,6 @@ type letterStore struct {
 	// without routes.
 	sel   *routing.Selector
 	names []string
-}
-
-// Counts implements deadletters.Store.
-func (s *sink) Counts(ctx context.Context, f deadletters.Filter) ([]deadletters.Count, error) {
-	return s.letterStore().counts(ctx, f)
-}
-
-// Letters implements deadletters.Store.
-func (s *sink) Letters(ctx context.Context, f deadletters.Filter) ([]deadletters.Letter, error) {
-	return s.letterStore().letters(ctx, f)
-}
-
-// Replay implements deadletters.Store.
-func (s *sink) Replay(ctx context.Context, l *deadletters.Letter, o deadletters.ReplayOptions) (deadletters.Outcome, error) {
-	return s.letterStore().replay(ctx, l, o)
-}
-
-// letterStore returns the store of s, a sink of one table.
-func (s *sink) letterStore() *letterStore {
-	return &letterStore{info: s.info, dl: s.dl, tables: []*sink{s}}
-}
-
-// Counts implements deadletters.Store.
-func (rs *routedSink) Counts(ctx context.Context, f deadletters.Filter) ([]deadletters.Count, error) {
-	return rs.letterStore().counts(ctx, f)
-}
-
-// Letters implements deadletters.Store.
-func (rs *routedSink) Letters(ctx context.Context, f deadletters.Filter) ([]deadletters.Letter, error) {
-	return rs.letterStore().letters(ctx, f)
-}
-
-// Replay implements deadletters.Store.
-func (rs *routedSink) Replay(ctx context.Context, l *deadletters.Letter, o deadletters.ReplayOptions) (deadletters.Outcome, error) {
-	return rs.letterStore().replay(ctx, l, o)
-}
-
-// letterStore returns the store of rs.
-func (rs *routedSink) letterStore() *letterStore {
-	return &letterStore{info: rs.info, dl: rs.dl, tables: rs.tables, sel: rs.sel, names: rs.names}
 }
 
 // markApp is the appId of the txn that marks the letter of an event
@@ -125,19 +86,19 @@ func (ls *letterStore) storeErr(what string, err error) error {
 	return fmt.Errorf("delta: connector %q: dead-letter table %s: %s: %w", ls.info.Connector, ls.dl.cfg.Table, what, err)
 }
 
-// counts implements Counts.
-func (ls *letterStore) counts(ctx context.Context, f deadletters.Filter) ([]deadletters.Count, error) {
-	letters, err := ls.letters(ctx, f)
+// Counts implements deadletters.Store.
+func (ls *letterStore) Counts(ctx context.Context, f deadletters.Filter) ([]deadletters.Count, error) {
+	letters, err := ls.Letters(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	return deadletters.CountLetters(letters), nil
 }
 
-// letters implements Letters: it reads the dead-letter table's live
-// files whole (the record column), keeps each letter's latest row and
-// looks its mark up in the data tables.
-func (ls *letterStore) letters(ctx context.Context, f deadletters.Filter) ([]deadletters.Letter, error) {
+// Letters implements deadletters.Store: it reads the dead-letter table's
+// live files whole (the record column), keeps each letter's latest row
+// and looks its mark up in the data tables.
+func (ls *letterStore) Letters(ctx context.Context, f deadletters.Filter) ([]deadletters.Letter, error) {
 	snap, err := ls.dl.latest(ctx)
 	if err != nil {
 		return nil, ls.storeErr("read the log", err)
@@ -253,8 +214,8 @@ func readRecords(data []byte, fn func(line []byte) error) error {
 	}
 }
 
-// replay implements Replay.
-func (ls *letterStore) replay(ctx context.Context, l *deadletters.Letter, o deadletters.ReplayOptions) (deadletters.Outcome, error) {
+// Replay implements deadletters.Store.
+func (ls *letterStore) Replay(ctx context.Context, l *deadletters.Letter, o deadletters.ReplayOptions) (deadletters.Outcome, error) {
 	var out deadletters.Outcome
 	ev := &l.Event
 	mark := markApp(ls.info.Connector, ev.Partition, ev.SequenceNumber)
