@@ -27,9 +27,10 @@ const deadlettersUsage = `Usage: ehsink deadletters list   [-c connectors.yaml] 
        ehsink deadletters replay [-c connectors.yaml] [--connector NAME] [--reason TEXT] [--since WHEN] [--id ID]... [--dry-run]
 
 Reads the dead letters a connector's sink keeps (the PostgreSQL sink's
-ehsink_dead_letters table, the Parquet sink's _dead_letters files) or the
-runner's dead-letter files (errors.dead_letter.dir) of a sink that keeps
-none (stdout, custom sinks), and replays them once their cause is fixed.
+ehsink_dead_letters table, the Delta sink's dead-letter table, the Parquet
+sink's _dead_letters files) or the runner's dead-letter files
+(errors.dead_letter.dir) of a sink that keeps none (stdout, custom sinks),
+and replays them once their cause is fixed.
 
 list counts the letters not yet replayed by connector, partition and
 reason (--replayed counts the replayed ones too). show prints one letter:
@@ -187,7 +188,7 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // errNoLetterStore is openLetterStore's error for a sink whose dead letters
 // these commands cannot read.
-var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres sink's table, the parquet sink's files and the dead-letter files of sinks that keep none)")
+var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres and delta sinks' tables, the parquet sink's files and the dead-letter files of sinks that keep none)")
 
 // openLetterStore builds spec's sink, as run does but reading no event
 // hub, and returns it as a dead-letter store.
@@ -213,7 +214,7 @@ func openLetterStore(ctx context.Context, spec *connector.Spec, log *slog.Logger
 	_, keeps := sink.(deadletters.Source)
 	// The runner stores the letters of a sink that does not keep them
 	// itself in the connector's dead-letter files; a sink that keeps them
-	// elsewhere (iceberg, delta) leaves that folder unmade.
+	// elsewhere (iceberg) leaves that folder unmade.
 	if dir := spec.Errors.DeadLetter.Dir; !stores && !keeps {
 		if _, err := os.Stat(dir); err != nil {
 			closeSink()

@@ -24,14 +24,7 @@ import (
 // PostgreSQL; amount is the mapping's amount type and extra more
 // connector keys.
 func deadLetterConfig(dir, listen, dsn, amount, extra string) string {
-	return `
-drain_timeout: 5s
-emulator: {listen: ` + listen + `, hubs: {orders: 1}}
-connectors:
-  - name: orders
-    source: {connection: emulator, eventhub: orders, batch: {max_events: 10, max_wait: 100ms}}
-    checkpoint: {file: {dir: ` + filepath.Join(dir, "checkpoints") + `}}` + extra + `
-    sink:
+	return emulatorConnector(dir, listen, extra) + `
       type: postgres
       dsn: "` + dsn + `"
       table: public.orders
@@ -66,12 +59,7 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	if _, err := db.Exec(ctx, `CREATE TABLE public.orders (id text NOT NULL, amount numeric(7,2), seq bigint)`); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := l.Addr().String()
-	l.Close()
+	listen := freeAddr(t)
 	first := writeIn(t, dir, "first.yaml", deadLetterConfig(dir, listen, dsn, "numeric(4,2)", ""))
 	fixed := writeIn(t, dir, "fixed.yaml", deadLetterConfig(dir, listen, dsn, "numeric(7,2)", `
     filter: {drop: "$.test == true"}`))
@@ -106,36 +94,10 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 		return out
 	}
 
-	// The first run, until its rows and letters are committed.
-	runCtx, stopRun := context.WithCancel(ctx)
-	var logs bytes.Buffer
-	done := make(chan int, 1)
-	go func() { done <- dispatch(runCtx, []string{"run", "-c", first}, io.Discard, &logs) }()
-	waitFor(t, ctx, done, "the emulator listening", func() bool {
-		c, err := net.Dial("tcp", listen)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	if code, _, stderr := cli(t, "send", "-c", first, "--file", events); code != exitOK {
-		t.Fatalf("send: exit %d: %s", code, stderr)
-	}
-	waitFor(t, ctx, done, "3 rows and 4 dead letters", func() bool {
+	firstRun(t, ctx, first, listen, []string{"--file", events}, "3 rows and 4 dead letters", func() bool {
 		return count(`SELECT count(*) FROM public.orders`) == 3 && count(`SELECT count(*) FROM ehsink_dead_letters`) == 4
 	})
-	stopRun()
-	if code := <-done; code != exitOK {
-		t.Fatalf("run: exit %d:\n%s", code, logs.String())
-	}
-	revOf := func(path string) string {
-		cfg, err := connector.Load(path, connector.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg.Connectors[0].Revision()
-	}
-	revFirst, revFixed := revOf(first), revOf(fixed)
+	revFirst, revFixed := revisionOf(t, first), revisionOf(t, fixed)
 
 	code, out, stderr := cli(t, "deadletters", "list", "-c", fixed)
 	t.Logf("list:\n%s", out)
@@ -165,13 +127,7 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 
 	// A replay cancelled (as by Ctrl-C) once it has reported its first
 	// letter; then a replay of all.
-	cctx, cancelReplay := context.WithCancel(ctx)
-	var errOut bytes.Buffer
-	stopped := &cancelOnWrite{w: &bytes.Buffer{}, cancel: cancelReplay}
-	if code := dispatch(cctx, []string{"deadletters", "replay", "-c", fixed}, stopped, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "context canceled") {
-		t.Fatalf("cancelled replay: exit %d, stderr %s; want 1 and the cancellation", code, errOut.String())
-	}
-	cancelReplay()
+	replayCancelledAfterOne(t, ctx, fixed)
 	if got := rows(); len(got) != 4 {
 		t.Fatalf("the cancelled replay left %q, want the first letter's row written", got)
 	}
@@ -199,6 +155,83 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	}
 	if got := rows(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the second replay wrote: %q", got)
+	}
+}
+
+// emulatorConnector is a config whose connector orders reads hub orders
+// of the emulator at listen, checkpointed under dir, with extra
+// connector keys, up to its sink key: the sink's block follows.
+func emulatorConnector(dir, listen, extra string) string {
+	return `
+drain_timeout: 5s
+emulator: {listen: ` + listen + `, hubs: {orders: 1}}
+connectors:
+  - name: orders
+    source: {connection: emulator, eventhub: orders, batch: {max_events: 10, max_wait: 100ms}}
+    checkpoint: {file: {dir: ` + filepath.Join(dir, "checkpoints") + `}}` + extra + `
+    sink:`
+}
+
+// freeAddr returns a loopback address no one listens on (for the
+// emulator of a config).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// firstRun runs the config at path, whose emulator listens at listen,
+// sends the events `ehsink send` args name, and stops the run once done
+// (what) holds.
+func firstRun(t *testing.T, ctx context.Context, path, listen string, args []string, what string, done func() bool) {
+	t.Helper()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var logs bytes.Buffer
+	exited := make(chan int, 1)
+	go func() { exited <- dispatch(runCtx, []string{"run", "-c", path}, io.Discard, &logs) }()
+	waitFor(t, ctx, exited, "the emulator listening", func() bool {
+		c, err := net.Dial("tcp", listen)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if code, _, stderr := cli(t, append([]string{"send", "-c", path}, args...)...); code != exitOK {
+		t.Fatalf("send: exit %d: %s", code, stderr)
+	}
+	waitFor(t, ctx, exited, what, done)
+	stopRun()
+	if code := <-exited; code != exitOK {
+		t.Fatalf("run: exit %d:\n%s", code, logs.String())
+	}
+}
+
+// revisionOf returns the configuration revision of the first connector
+// of the file at path.
+func revisionOf(t *testing.T, path string) string {
+	t.Helper()
+	cfg, err := connector.Load(path, connector.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Connectors[0].Revision()
+}
+
+// replayCancelledAfterOne runs `ehsink deadletters replay -c path`,
+// cancelled (as by Ctrl-C) once it has reported its first letter.
+func replayCancelledAfterOne(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	cctx, cancelReplay := context.WithCancel(ctx)
+	defer cancelReplay()
+	var errOut bytes.Buffer
+	stopped := &cancelOnWrite{w: &bytes.Buffer{}, cancel: cancelReplay}
+	if code := dispatch(cctx, []string{"deadletters", "replay", "-c", path}, stopped, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "context canceled") {
+		t.Fatalf("cancelled replay: exit %d, stderr %s; want 1 and the cancellation", code, errOut.String())
 	}
 }
 

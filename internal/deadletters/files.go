@@ -3,6 +3,7 @@ package deadletters
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/ehsink/ehsink/internal/record"
@@ -83,7 +85,7 @@ func ReadLines(ctx context.Context, r io.Reader, connector, where string, after 
 		if err != nil {
 			return nil, fmt.Errorf("dead-letter file %s: %w", where, err)
 		}
-		l, err := parseLetter(bytes.TrimSuffix(line, []byte("\n")))
+		l, err := DecodeRecord(bytes.TrimSuffix(line, []byte("\n")))
 		if err == nil && partition != "" && l.Event.Partition != partition {
 			err = fmt.Errorf("partition %q in a file of partition %q", l.Event.Partition, partition)
 		}
@@ -120,9 +122,16 @@ func LetterID(partition string, n int64) (int64, error) {
 	return p*lettersPerPartition + n, nil
 }
 
-// parseLetter decodes one line of the dead-letter format.
-func parseLetter(line []byte) (Letter, error) {
-	var r record.DeadLetter
+// DecodeRecord decodes a letter kept as the JSON line of package
+// internal/record (the dead-letter files, the record column of the
+// table sinks' dead-letter tables): the event as received, the reason,
+// the time and the revision. ID, Connector and Table are the caller's.
+func DecodeRecord(line []byte) (Letter, error) {
+	var r struct {
+		record.DeadLetter
+		// Properties are decoded apart: whole numbers stay int64.
+		Properties json.RawMessage `json:"properties"`
+	}
 	if err := json.Unmarshal(line, &r); err != nil {
 		return Letter{}, err
 	}
@@ -137,10 +146,78 @@ func parseLetter(line []byte) (Letter, error) {
 			return Letter{}, fmt.Errorf("body: %w", err)
 		}
 	}
+	var props map[string]any
+	if len(r.Properties) > 0 && string(r.Properties) != "null" {
+		var err error
+		if props, err = DecodeProperties(r.Properties); err != nil {
+			return Letter{}, fmt.Errorf("properties: %w", err)
+		}
+	}
 	return Letter{
 		Reason: r.Reason, FailedAt: r.FailedAt, Revision: r.Revision,
 		Event: sinks.Event{Partition: r.Partition, SequenceNumber: r.SequenceNumber, Offset: r.Offset,
 			EnqueuedTime: r.EnqueuedTime, PartitionKey: r.PartitionKey, ContentType: r.ContentType,
-			Properties: r.Properties, Body: body},
+			Properties: props, Body: body},
 	}, nil
+}
+
+// DecodeProperties reads back application properties stored as a JSON
+// object, with whole numbers as int64 (what Event Hubs' integer
+// properties are) rather than float64, so a mapping reads them as it read
+// the event.
+func DecodeProperties(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		if n, ok := v.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				m[k] = i
+			} else if f, err := n.Float64(); err == nil {
+				m[k] = f
+			}
+		}
+	}
+	return m, nil
+}
+
+// CountLetters counts letters by connector, partition and reason, in the
+// order of the PostgreSQL store's list: partitions by number, the most
+// frequent reason first. It is Counts for a store that reads its letters
+// whole.
+func CountLetters(letters []Letter) []Count {
+	type key struct{ connector, partition, reason string }
+	byKey := map[key]*Count{}
+	var out []*Count
+	for _, l := range letters {
+		k := key{l.Connector, l.Event.Partition, l.Reason}
+		c := byKey[k]
+		if c == nil {
+			c = &Count{Connector: k.connector, Partition: k.partition, Reason: k.reason, First: l.FailedAt, Last: l.FailedAt}
+			byKey[k] = c
+			out = append(out, c)
+		}
+		c.Letters++
+		if l.ReplayedAt != nil {
+			c.Replayed++
+		}
+		if l.FailedAt.Before(c.First) {
+			c.First = l.FailedAt
+		}
+		if l.FailedAt.After(c.Last) {
+			c.Last = l.FailedAt
+		}
+	}
+	slices.SortFunc(out, func(a, b *Count) int {
+		return cmp.Or(cmp.Compare(a.Connector, b.Connector), cmp.Compare(len(a.Partition), len(b.Partition)), cmp.Compare(a.Partition, b.Partition),
+			cmp.Compare(b.Letters, a.Letters), cmp.Compare(a.Reason, b.Reason))
+	})
+	counts := make([]Count, len(out))
+	for i, c := range out {
+		counts[i] = *c
+	}
+	return counts
 }

@@ -128,39 +128,7 @@ func (r *WriterStore) Counts(ctx context.Context, f Filter) ([]Count, error) {
 	if err != nil {
 		return nil, err
 	}
-	type key struct{ partition, reason string }
-	byKey := map[key]*Count{}
-	var out []*Count
-	for _, l := range letters {
-		k := key{l.Event.Partition, l.Reason}
-		c := byKey[k]
-		if c == nil {
-			c = &Count{Connector: r.Connector, Partition: k.partition, Reason: k.reason, First: l.FailedAt, Last: l.FailedAt}
-			byKey[k] = c
-			out = append(out, c)
-		}
-		c.Letters++
-		if l.ReplayedAt != nil {
-			c.Replayed++
-		}
-		if l.FailedAt.Before(c.First) {
-			c.First = l.FailedAt
-		}
-		if l.FailedAt.After(c.Last) {
-			c.Last = l.FailedAt
-		}
-	}
-	// The order of the PostgreSQL store's list: partitions by number,
-	// the most frequent reason first.
-	slices.SortFunc(out, func(a, b *Count) int {
-		return cmp.Or(cmp.Compare(len(a.Partition), len(b.Partition)), cmp.Compare(a.Partition, b.Partition),
-			cmp.Compare(b.Letters, a.Letters), cmp.Compare(a.Reason, b.Reason))
-	})
-	counts := make([]Count, len(out))
-	for i, c := range out {
-		counts[i] = *c
-	}
-	return counts, nil
+	return CountLetters(letters), nil
 }
 
 // Replay implements Store: it writes l's event through a writer of its

@@ -69,6 +69,10 @@
 // the letters that txn covers, and a stale owner is fenced by either
 // table, so each letter is stored once.
 //
+// The sink is the store `ehsink deadletters` reads and replays
+// (letters.go): a replayed letter's rows are committed with a txn action
+// of its own that marks it, in the same table version.
+//
 // # Routes
 //
 // With routes, each event goes to the table of the first route whose

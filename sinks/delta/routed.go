@@ -36,6 +36,8 @@ type routedSink struct {
 	names  []string // route names, by index
 	tables []*sink  // by route index
 	dl     *sink
+	// letterStore reads and replays dl's letters.
+	*letterStore
 	closed atomic.Bool
 }
 
@@ -81,6 +83,7 @@ func newRoutedSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*rout
 	if rs.dl, err = newDeadLetterSink(ctx, cfg, info); err != nil {
 		return fail(err)
 	}
+	rs.letterStore = &letterStore{info: info, dl: rs.dl, tables: rs.tables, sel: rs.sel, names: rs.names}
 	return rs, nil
 }
 

@@ -92,6 +92,9 @@ type sink struct {
 
 	// dl is the dead-letter table's sink; nil in that sink itself.
 	dl *sink
+	// letterStore reads and replays dl's letters; nil where dl is (the
+	// dead-letter table's sink, a route's table).
+	*letterStore
 
 	closed atomic.Bool
 }
@@ -155,6 +158,7 @@ func newDeltaSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sink,
 		if s.dl, err = newDeadLetterSink(ctx, &c, info); err != nil {
 			return fail(err)
 		}
+		s.letterStore = &letterStore{info: info, dl: s.dl, tables: []*sink{s}}
 	}
 	return s, nil
 }

@@ -126,6 +126,18 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 	if skipped > 0 {
 		w.log.Info("skipping events this route's table holds", "events", skipped, "watermark", describe(w.watermark))
 	}
+	if err := w.writeRows(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return &sinks.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// writeRows writes the rows of the events mapped since the last call
+// into their data files.
+func (w *writer) writeRows() error {
 	for _, f := range w.files {
 		if len(f.pending) == 0 {
 			continue
@@ -141,9 +153,6 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 			}
 			f.rgBytes = 0
 		}
-	}
-	if len(failed) > 0 {
-		return &sinks.BatchError{Failed: failed}
 	}
 	return nil
 }
@@ -419,6 +428,8 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 
 // commitReq is a writer's commit as queued on the sink.
 type commitReq struct {
+	// app is the txn appId the commit moves, fenced by watermark; ""
+	// for a commit with no txn (a dead letter a replay stores again).
 	app       string
 	watermark *sinks.Position // the writer's fence
 	pos       *sinks.Position
@@ -448,13 +459,13 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 	for attempt := 1; ; attempt++ {
 		var members, later []*commitReq
 		for _, r := range group {
-			if slices.ContainsFunc(members, func(m *commitReq) bool { return m.app == r.app }) {
+			if r.app != "" && slices.ContainsFunc(members, func(m *commitReq) bool { return m.app == r.app }) {
 				later = append(later, r)
 				continue
 			}
 			cur, ok := snap.TxnVersion(r.app)
 			switch {
-			case !ok && r.watermark == nil, ok && r.watermark != nil && cur == r.watermark.SequenceNumber:
+			case r.app == "", !ok && r.watermark == nil, ok && r.watermark != nil && cur == r.watermark.SequenceNumber:
 				members = append(members, r)
 			case r.ambiguous && ok && cur == r.pos.SequenceNumber:
 				r.Finish(true, false, nil) // an earlier attempt whose answer was lost went through
@@ -496,7 +507,9 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 		var actions []deltalog.Action
 		var rows int
 		for _, r := range members {
-			actions = append(actions, deltalog.Action{Txn: &deltalog.Txn{AppID: r.app, Version: r.pos.SequenceNumber, LastUpdated: &now}})
+			if r.app != "" {
+				actions = append(actions, deltalog.Action{Txn: &deltalog.Txn{AppID: r.app, Version: r.pos.SequenceNumber, LastUpdated: &now}})
+			}
 		}
 		for _, r := range members {
 			for i := range r.adds {

@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -130,33 +128,11 @@ func scanLetter(r pgx.CollectableRow) (deadletters.Letter, error) {
 		l.Revision = *rev
 	}
 	if props != nil {
-		if ev.Properties, err = decodeProperties(props); err != nil {
+		if ev.Properties, err = deadletters.DecodeProperties(props); err != nil {
 			return l, fmt.Errorf("letter %d: properties: %w", l.ID, err)
 		}
 	}
 	return l, nil
-}
-
-// decodeProperties reads back the properties DeadLetter stored as JSON,
-// with whole numbers as int64 (what Event Hubs' integer properties are)
-// rather than float64, so a mapping reads them as it read the event.
-func decodeProperties(b []byte) (map[string]any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		return nil, err
-	}
-	for k, v := range m {
-		if n, ok := v.(json.Number); ok {
-			if i, err := n.Int64(); err == nil {
-				m[k] = i
-			} else if f, err := n.Float64(); err == nil {
-				m[k] = f
-			}
-		}
-	}
-	return m, nil
 }
 
 // Replay implements deadletters.Store.
