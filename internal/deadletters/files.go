@@ -3,21 +3,13 @@ package deadletters
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-
-	"github.com/ehsink/ehsink/internal/record"
-	"github.com/ehsink/ehsink/sinks"
 )
 
 // ErrReplayUnsupported is returned by the Replay of a store that can be
@@ -65,7 +57,7 @@ func (f Files) Letters(ctx context.Context, flt Filter) ([]Letter, error) {
 			if err != nil {
 				return fmt.Errorf("line %d: %w", id, err)
 			}
-			if selects(flt, &l) {
+			if flt.Selects(&l) {
 				out = append(out, l)
 			}
 			return nil
@@ -101,34 +93,9 @@ func readLines(path string, fn func(line []byte) error) error {
 
 // letter decodes one line of the files.
 func (f Files) letter(id int64, line []byte) (Letter, error) {
-	var r record.DeadLetter
-	if err := json.Unmarshal(line, &r); err != nil {
-		return Letter{}, err
-	}
-	body := []byte(r.Body)
-	if r.BodyEncoding == "base64" {
-		var s string
-		if err := json.Unmarshal(r.Body, &s); err != nil {
-			return Letter{}, fmt.Errorf("body: %w", err)
-		}
-		var err error
-		if body, err = base64.StdEncoding.DecodeString(s); err != nil {
-			return Letter{}, fmt.Errorf("body: %w", err)
-		}
-	}
-	return Letter{
-		ID: id, Connector: f.Connector, Reason: r.Reason, FailedAt: r.FailedAt, Revision: r.Revision,
-		Event: sinks.Event{Partition: r.Partition, SequenceNumber: r.SequenceNumber, Offset: r.Offset,
-			EnqueuedTime: r.EnqueuedTime, PartitionKey: r.PartitionKey, ContentType: r.ContentType,
-			Properties: r.Properties, Body: body},
-	}, nil
-}
-
-// selects reports whether flt selects l; a file letter is never replayed.
-func selects(flt Filter, l *Letter) bool {
-	return (flt.Reason == "" || strings.Contains(l.Reason, flt.Reason)) &&
-		(flt.Since.IsZero() || !l.FailedAt.Before(flt.Since)) &&
-		(flt.ID == 0 || flt.ID == l.ID)
+	l, err := FromRecord(line)
+	l.ID, l.Connector = id, f.Connector
+	return l, err
 }
 
 // Counts implements Store.
@@ -137,36 +104,7 @@ func (f Files) Counts(ctx context.Context, flt Filter) ([]Count, error) {
 	if err != nil {
 		return nil, err
 	}
-	type key struct{ partition, reason string }
-	byKey := map[key]*Count{}
-	var out []*Count
-	for _, l := range letters {
-		k := key{l.Event.Partition, l.Reason}
-		c := byKey[k]
-		if c == nil {
-			c = &Count{Connector: f.Connector, Partition: k.partition, Reason: k.reason, First: l.FailedAt, Last: l.FailedAt}
-			byKey[k] = c
-			out = append(out, c)
-		}
-		c.Letters++
-		if l.FailedAt.Before(c.First) {
-			c.First = l.FailedAt
-		}
-		if l.FailedAt.After(c.Last) {
-			c.Last = l.FailedAt
-		}
-	}
-	// The order of the PostgreSQL store's list: partitions by number,
-	// the most frequent reason first.
-	slices.SortFunc(out, func(a, b *Count) int {
-		return cmp.Or(cmp.Compare(len(a.Partition), len(b.Partition)), cmp.Compare(a.Partition, b.Partition),
-			cmp.Compare(b.Letters, a.Letters), cmp.Compare(a.Reason, b.Reason))
-	})
-	counts := make([]Count, len(out))
-	for i, c := range out {
-		counts[i] = *c
-	}
-	return counts, nil
+	return CountLetters(f.Connector, letters), nil
 }
 
 // Replay implements Store: it returns ErrReplayUnsupported.
