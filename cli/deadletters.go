@@ -27,7 +27,8 @@ const deadlettersUsage = `Usage: ehsink deadletters list   [-c connectors.yaml] 
        ehsink deadletters replay [-c connectors.yaml] [--connector NAME] [--reason TEXT] [--since WHEN] [--id ID]... [--dry-run]
 
 Reads the dead letters a connector's sink keeps (the PostgreSQL sink's
-ehsink_dead_letters table) and replays them once their cause is fixed.
+ehsink_dead_letters table, the Iceberg sink's dead-letter table) and
+replays them once their cause is fixed.
 list and show also read the dead-letter files (errors.dead_letter.dir) of
 a sink that keeps no letters itself (stdout, custom sinks); those cannot be
 replayed: an append-only file cannot mark a letter in the commit that
@@ -41,9 +42,10 @@ connector's spec; 'ehsink deadletters show' prints the current one).
 
 replay runs the selected letters' events through the connector's current
 filter, routes and mapping, and writes their rows into its sink. Each
-letter is marked replayed in the transaction that writes its rows, so a
-replay stopped at any moment and run again writes each row once. A letter
-whose event fails again stays, with its new reason. Replay leaves the
+letter is marked replayed in the transaction (Iceberg: the commit) that
+writes its rows, so a replay stopped at any moment and run again writes
+each row once. A letter whose event fails again stays, with its new
+reason. Replay leaves the
 partitions' watermarks alone and may run beside a live connector; an
 upsert keeps the newer row of a key when the replayed event is older.
 --dry-run prints, per letter, the rows it would write or why it would fail
@@ -186,7 +188,7 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // errNoLetterStore is openLetterStore's error for a sink whose dead letters
 // these commands cannot read.
-var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres sink's table and the dead-letter files of sinks that keep none)")
+var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres and iceberg sinks' tables and the dead-letter files of sinks that keep none)")
 
 // openLetterStore builds spec's sink, as run does but reading no event
 // hub, and returns it as a dead-letter store.
