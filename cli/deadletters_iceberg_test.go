@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"reflect"
@@ -120,33 +118,16 @@ func TestDeadLettersReplayIceberg(t *testing.T) {
 		`{"id":"o-7","qty":7}`,
 	}, "\n")+"\n")
 	rows := func() []string { return icebergRows(t, ctx, dir, "orders", "seq", "id", "qty") }
+	dlRows := func() int { return len(icebergRows(t, ctx, dir, "orders_dead_letters", "sequence_number")) }
 
 	// The corrected config's sink makes the table (qty long) before the
 	// first run, whose int32 column fits it.
 	if code, out, stderr := cli(t, "deadletters", "list", "-c", fixed); code != exitOK || !strings.Contains(out, "no dead letters") {
 		t.Fatalf("list before the run: exit %d\n%s%s", code, out, stderr)
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	var logs bytes.Buffer
-	done := make(chan int, 1)
-	go func() { done <- dispatch(runCtx, []string{"run", "-c", first}, io.Discard, &logs) }()
-	waitFor(t, ctx, done, "the emulator listening", func() bool {
-		c, err := net.Dial("tcp", listen)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
+	runUntil(t, ctx, listen, first, events, "3 rows and 4 dead letters", func() bool {
+		return len(rows()) == 3 && dlRows() == 4
 	})
-	if code, _, stderr := cli(t, "send", "-c", first, "--file", events); code != exitOK {
-		t.Fatalf("send: exit %d: %s", code, stderr)
-	}
-	waitFor(t, ctx, done, "3 rows and 4 dead letters", func() bool {
-		return len(rows()) == 3 && len(icebergRows(t, ctx, dir, "orders_dead_letters", "sequence_number")) == 4
-	})
-	stopRun()
-	if code := <-done; code != exitOK {
-		t.Fatalf("run: exit %d:\n%s", code, logs.String())
-	}
 
 	code, out, stderr := cli(t, "deadletters", "list", "-c", fixed)
 	t.Logf("list:\n%s", out)
@@ -162,36 +143,8 @@ func TestDeadLettersReplayIceberg(t *testing.T) {
 		}
 	}
 
-	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed, "--dry-run")
-	t.Logf("replay --dry-run:\n%s", out)
-	if code != exitFailure || !strings.Contains(out, "4 letter(s): 2 would be replayed (dry run: nothing written), 1 dropped by the filter, 1 failed again") {
-		t.Fatalf("dry run: exit %d\n%s\nwant 2 replayed, 1 dropped, 1 failed again (exit 1)", code, out)
-	}
-	if got := rows(); len(got) != 3 {
-		t.Fatalf("the dry run wrote: rows %q", got)
-	}
-
-	// A replay cancelled (as by Ctrl-C) once it has reported its first
-	// letter; then a replay of all.
-	cctx, cancelReplay := context.WithCancel(ctx)
-	var errOut bytes.Buffer
-	stopped := &cancelOnWrite{w: &bytes.Buffer{}, cancel: cancelReplay}
-	if code := dispatch(cctx, []string{"deadletters", "replay", "-c", fixed}, stopped, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "context canceled") {
-		t.Fatalf("cancelled replay: exit %d, stderr %s; want 1 and the cancellation", code, errOut.String())
-	}
-	cancelReplay()
-	if got := rows(); len(got) != 4 {
-		t.Fatalf("the cancelled replay left %q, want the first letter's row written", got)
-	}
-	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed)
-	t.Logf("replay:\n%s", out)
-	if code != exitFailure || !strings.Contains(out, "3 letter(s): 1 replayed, 1 dropped by the filter, 1 failed again") {
-		t.Fatalf("replay: exit %d\n%s", code, out)
-	}
 	want := []string{"0|o-1|1", "1|o-2|3000000000", "2|o-3|3", "3|o-4|4000000000", "6|o-7|7"}
-	if got := rows(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("after the replay the table holds %q, want what a correct first run writes %q", got, want)
-	}
+	replayTheFix(t, ctx, fixed, rows, want, func() bool { return dlRows() != 4 })
 
 	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed, "--id", fmt.Sprint(letter1), "--id", "1000000000004")
 	if code != exitFailure || !strings.Contains(out, "1 letter(s): 0 replayed, 0 dropped by the filter, 1 failed again") {

@@ -107,27 +107,9 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	}
 
 	// The first run, until its rows and letters are committed.
-	runCtx, stopRun := context.WithCancel(ctx)
-	var logs bytes.Buffer
-	done := make(chan int, 1)
-	go func() { done <- dispatch(runCtx, []string{"run", "-c", first}, io.Discard, &logs) }()
-	waitFor(t, ctx, done, "the emulator listening", func() bool {
-		c, err := net.Dial("tcp", listen)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	if code, _, stderr := cli(t, "send", "-c", first, "--file", events); code != exitOK {
-		t.Fatalf("send: exit %d: %s", code, stderr)
-	}
-	waitFor(t, ctx, done, "3 rows and 4 dead letters", func() bool {
+	runUntil(t, ctx, listen, first, events, "3 rows and 4 dead letters", func() bool {
 		return count(`SELECT count(*) FROM public.orders`) == 3 && count(`SELECT count(*) FROM ehsink_dead_letters`) == 4
 	})
-	stopRun()
-	if code := <-done; code != exitOK {
-		t.Fatalf("run: exit %d:\n%s", code, logs.String())
-	}
 	revOf := func(path string) string {
 		cfg, err := connector.Load(path, connector.LoadOptions{})
 		if err != nil {
@@ -154,36 +136,10 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 		}
 	}
 
-	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed, "--dry-run")
-	t.Logf("replay --dry-run:\n%s", out)
-	if code != exitFailure || !strings.Contains(out, "4 letter(s): 2 would be replayed (dry run: nothing written), 1 dropped by the filter, 1 failed again") {
-		t.Fatalf("dry run: exit %d\n%s\nwant 2 replayed, 1 dropped, 1 failed again (exit 1)", code, out)
-	}
-	if got := rows(); len(got) != 3 || count(`SELECT count(*) FROM ehsink_dead_letters WHERE replayed_at IS NULL`) != 4 {
-		t.Fatalf("the dry run wrote: rows %q", got)
-	}
-
-	// A replay cancelled (as by Ctrl-C) once it has reported its first
-	// letter; then a replay of all.
-	cctx, cancelReplay := context.WithCancel(ctx)
-	var errOut bytes.Buffer
-	stopped := &cancelOnWrite{w: &bytes.Buffer{}, cancel: cancelReplay}
-	if code := dispatch(cctx, []string{"deadletters", "replay", "-c", fixed}, stopped, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "context canceled") {
-		t.Fatalf("cancelled replay: exit %d, stderr %s; want 1 and the cancellation", code, errOut.String())
-	}
-	cancelReplay()
-	if got := rows(); len(got) != 4 {
-		t.Fatalf("the cancelled replay left %q, want the first letter's row written", got)
-	}
-	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed)
-	t.Logf("replay:\n%s", out)
-	if code != exitFailure || !strings.Contains(out, "3 letter(s): 1 replayed, 1 dropped by the filter, 1 failed again") {
-		t.Fatalf("replay: exit %d\n%s", code, out)
-	}
 	want := []string{"o-1|12.50|0", "o-2|1234.50|1", "o-3|3.00|2", "o-4|99999.99|3", "o-7|7.00|6"}
-	if got := rows(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("after the replay the table holds %q, want what a correct first run writes %q", got, want)
-	}
+	replayTheFix(t, ctx, fixed, rows, want, func() bool {
+		return count(`SELECT count(*) FROM ehsink_dead_letters WHERE replayed_at IS NULL`) != 4
+	})
 	var rev string
 	if err := db.QueryRow(ctx, `SELECT config_revision FROM ehsink_dead_letters WHERE replayed_at IS NULL`).Scan(&rev); err != nil || rev != revFixed {
 		t.Fatalf("the letter left: revision %q (%v), want %s, the one that refused it again", rev, err, revFixed)
@@ -199,6 +155,75 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	}
 	if got := rows(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the second replay wrote: %q", got)
+	}
+}
+
+// replayTheFix runs the replays of the test events' letters with the
+// corrected config: a dry run says what would happen (2 letters replayed,
+// 1 dropped by the filter, 1 failing again) and writes nothing (neither
+// rows nor what dryRunWrote looks for); a replay cancelled once it has
+// reported its first letter writes that letter's row; a replay of all then
+// leaves the rows want, what a correct first run writes.
+func replayTheFix(t *testing.T, ctx context.Context, fixed string, rows func() []string, want []string, dryRunWrote func() bool) {
+	t.Helper()
+	code, out, _ := cli(t, "deadletters", "replay", "-c", fixed, "--dry-run")
+	t.Logf("replay --dry-run:\n%s", out)
+	if code != exitFailure || !strings.Contains(out, "4 letter(s): 2 would be replayed (dry run: nothing written), 1 dropped by the filter, 1 failed again") {
+		t.Fatalf("dry run: exit %d\n%s\nwant 2 replayed, 1 dropped, 1 failed again (exit 1)", code, out)
+	}
+	if got := rows(); len(got) != 3 || dryRunWrote() {
+		t.Fatalf("the dry run wrote: rows %q", got)
+	}
+	replayCancelled(t, ctx, fixed)
+	if got := rows(); len(got) != 4 {
+		t.Fatalf("the cancelled replay left %q, want the first letter's row written", got)
+	}
+	code, out, _ = cli(t, "deadletters", "replay", "-c", fixed)
+	t.Logf("replay:\n%s", out)
+	if code != exitFailure || !strings.Contains(out, "3 letter(s): 1 replayed, 1 dropped by the filter, 1 failed again") {
+		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	if got := rows(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the replay the table holds %q, want what a correct first run writes %q", got, want)
+	}
+}
+
+// runUntil runs `ehsink run -c config` (its emulator listening at listen)
+// and, once the emulator listens, sends the events file; it stops the run
+// once cond holds.
+func runUntil(t *testing.T, ctx context.Context, listen, config, events, what string, cond func() bool) {
+	t.Helper()
+	runCtx, stopRun := context.WithCancel(ctx)
+	var logs bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- dispatch(runCtx, []string{"run", "-c", config}, io.Discard, &logs) }()
+	waitFor(t, ctx, done, "the emulator listening", func() bool {
+		c, err := net.Dial("tcp", listen)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if code, _, stderr := cli(t, "send", "-c", config, "--file", events); code != exitOK {
+		t.Fatalf("send: exit %d: %s", code, stderr)
+	}
+	waitFor(t, ctx, done, what, cond)
+	stopRun()
+	if code := <-done; code != exitOK {
+		t.Fatalf("run: exit %d:\n%s", code, logs.String())
+	}
+}
+
+// replayCancelled runs `ehsink deadletters replay -c config`, cancelled
+// (as by Ctrl-C) once it has reported its first letter.
+func replayCancelled(t *testing.T, ctx context.Context, config string) {
+	t.Helper()
+	cctx, cancelReplay := context.WithCancel(ctx)
+	defer cancelReplay()
+	var errOut bytes.Buffer
+	stopped := &cancelOnWrite{w: &bytes.Buffer{}, cancel: cancelReplay}
+	if code := dispatch(cctx, []string{"deadletters", "replay", "-c", config}, stopped, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "context canceled") {
+		t.Fatalf("cancelled replay: exit %d, stderr %s; want 1 and the cancellation", code, errOut.String())
 	}
 }
 

@@ -405,17 +405,10 @@ func (s *sink) commitMarked(ctx context.Context, d *dest, files []ice.DataFile, 
 			return fmt.Errorf("mark the letter: %w", err)
 		}
 	}
-	props := carriedProps(tbl.Metadata())
-	var err error
-	if len(files) > 0 {
-		err = tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
-	} else {
-		// A snapshot without files: the mark still moves the branch, so
-		// a concurrent replay's assertion fails.
-		err = tx.AddFiles(ctx, nil, props, false)
-	}
-	if err != nil {
-		return fmt.Errorf("prepare the snapshot: %w", err)
+	// A snapshot even without files: the mark then still moves the
+	// branch, so a concurrent replay's assertion fails.
+	if err := addSnapshot(ctx, tx, files, carriedProps(tbl.Metadata())); err != nil {
+		return err
 	}
 	if err := s.step(stepBeforeSwap); err != nil {
 		return err

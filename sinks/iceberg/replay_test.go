@@ -57,7 +57,7 @@ func replayEvents() map[string][]sinks.Event {
 // config, the first config's rows and dead letters committed.
 func replayLake(t *testing.T) *lake {
 	t.Helper()
-	ctx := deadletters.WithRevision(context.Background(), "first-rev")
+	ctx := context.Background()
 	l := newLake(t)
 	_ = l.newSink(t, replayColumns(t, "int64")).Close(ctx)
 	s := l.newSink(t, replayColumns(t, "int32"))
@@ -66,18 +66,7 @@ func replayLake(t *testing.T) *lake {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = w.Write(ctx, evs)
-		var be *sinks.BatchError
-		if !errors.As(err, &be) {
-			t.Fatalf("Write: %v, want the bad events reported", err)
-		}
-		var letters []sinks.DeadLetter
-		for _, f := range be.Failed {
-			letters = append(letters, sinks.DeadLetter{Event: evs[f.Index], Reason: f.Err.Error(), FailedAt: time.Now()})
-		}
-		if err := w.(sinks.DeadLetterer).DeadLetter(ctx, letters); err != nil {
-			t.Fatal(err)
-		}
+		writeWithLetters(t, w, evs)
 		if _, err := w.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -141,8 +130,8 @@ func TestReplayDeadLetters(t *testing.T) {
 	var ids []int64
 	for _, lt := range letters {
 		ids = append(ids, lt.ID)
-		if lt.Revision != "first-rev" || lt.Table != "lake.replays" || lt.Connector != testInfo.Connector || lt.ReplayedAt != nil {
-			t.Errorf("letter %d: %+v, want revision first-rev, table lake.replays, not replayed", lt.ID, lt)
+		if lt.Revision != "" || lt.Table != "lake.replays" || lt.Connector != testInfo.Connector || lt.ReplayedAt != nil {
+			t.Errorf("letter %d: %+v, want no revision (none given), table lake.replays, not replayed", lt.ID, lt)
 		}
 	}
 	if want := []int64{1000000000001, 1000000000003, 1000000000004, 1000000000005, 2000000000000}; !slices.Equal(ids, want) {
@@ -318,5 +307,36 @@ func TestReplayOnceUnderRaces(t *testing.T) {
 	want := map[string][]int64{"0": {0, 1, 2, 3, 6}}
 	if got := l.scanNamed(t, "replays"); !equalSeqs(got, want) {
 		t.Fatalf("the table holds %v, want %v: each replayed row once", got, want)
+	}
+}
+
+// replayIntoNewRoute replays the letters of the events no route of l's
+// routed sink took (TestRoutedEventNoRouteTakes: seq 3..6 of partition 0)
+// once the default route is added: they go into its table, marked there;
+// the store finds the marks in that table, and a second replay writes
+// nothing.
+func replayIntoNewRoute(t *testing.T, l *lake) {
+	t.Helper()
+	ctx := context.Background()
+	s := l.newSink(t, routed)
+	letters, err := s.Letters(ctx, deadletters.Filter{})
+	if err != nil || len(letters) != 4 || letters[0].Table != "*" {
+		t.Fatalf("letters %+v, %v; want the 4 events no route took, table *", letters, err)
+	}
+	for id, o := range replayAll(t, s, letters, false) {
+		if len(o.Rows) != 1 || o.Rows[0].Table != "lake.rest" || o.AlreadyReplayed || o.Reason != "" {
+			t.Errorf("replay of letter %d: %s, want a row of lake.rest", id, describeOutcome(o))
+		}
+	}
+	if got := l.scanNamed(t, "rest")["0"]; !slices.Equal(got, []int64{3, 4, 5, 6}) {
+		t.Errorf("table rest holds %v, want [3 4 5 6]", got)
+	}
+	if left, err := s.Letters(ctx, deadletters.Filter{}); err != nil || len(left) != 0 {
+		t.Fatalf("%d letters left after the replay (%v), want none: the marks are in table rest", len(left), err)
+	}
+	for id, o := range replayAll(t, l.newSink(t, routed), letters, false) {
+		if !o.AlreadyReplayed {
+			t.Errorf("second replay of letter %d: %s, want already replayed", id, describeOutcome(o))
+		}
 	}
 }

@@ -454,16 +454,8 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 		props[r.key] = formatPosition(r.pos)
 		files = append(files, r.files...)
 	}
-	var err error
-	if len(files) > 0 {
-		err = tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
-	} else {
-		// Only events without rows (dead letters, empty arrays): a snapshot
-		// without files still moves the watermarks.
-		err = tx.AddFiles(ctx, nil, props, false)
-	}
-	if err != nil {
-		fail(false, fmt.Errorf("prepare the snapshot: %w", err))
+	if err := addSnapshot(ctx, tx, files, props); err != nil {
+		fail(false, err)
 		return
 	}
 	if err := s.step(stepManifestWritten); err != nil {
@@ -492,6 +484,22 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 	for _, r := range members {
 		r.Finish(true, false, nil)
 	}
+}
+
+// addSnapshot adds to tx a snapshot of files with the summary props. A
+// snapshot without files (only events without rows: dead letters, empty
+// arrays; a replay's mark) still moves the watermarks, or the branch.
+func addSnapshot(ctx context.Context, tx *table.Transaction, files []ice.DataFile, props ice.Properties) error {
+	var err error
+	if len(files) > 0 {
+		err = tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
+	} else {
+		err = tx.AddFiles(ctx, nil, props, false)
+	}
+	if err != nil {
+		return fmt.Errorf("prepare the snapshot: %w", err)
+	}
+	return nil
 }
 
 func samePosition(a, b *sinks.Position) bool {
