@@ -277,8 +277,16 @@ func (s *sink) Replay(ctx context.Context, l *deadletters.Letter, o deadletters.
 	}
 	w := &writer{s: s, partition: ev.Partition, key: watermarkKey(s.info, ev.Partition), log: s.log.With("partition", ev.Partition)}
 	w.tag = fileTag(w.key)
+	// p gathers the rows for d's table (its builder freed on return).
+	var p *part
+	use := func(d *dest) {
+		if p != nil {
+			p.rows.release()
+		}
+		p = &part{d: d, rows: newRowBuilder(d.cols, d.arrow)}
+	}
 	// A letter that writes no row is marked in the dead-letter table.
-	p := &part{d: s.dl, rows: newRowBuilder(s.dl.cols, s.dl.arrow)}
+	use(s.dl)
 	defer func() { p.rows.release() }()
 	if !o.Drop && o.Refused == "" {
 		d, _, evErr, infra := s.destOf(ctx, ev)
@@ -288,8 +296,7 @@ func (s *sink) Replay(ctx context.Context, l *deadletters.Letter, o deadletters.
 		case evErr != nil:
 			out.Reason = evErr.Error()
 		default:
-			p.rows.release()
-			p = &part{d: d, rows: newRowBuilder(d.cols, d.arrow)}
+			use(d)
 			cols := d.cols.Names()
 			err := w.mapEvent(p, ev, func(vals []any) {
 				p.rows.add(vals)
@@ -306,8 +313,7 @@ func (s *sink) Replay(ctx context.Context, l *deadletters.Letter, o deadletters.
 	case out.Reason != "":
 		// The letter anew, with the reason it fails with now.
 		again := sinks.DeadLetter{Event: *ev, Reason: out.Reason, FailedAt: s.now()}
-		p.rows.release()
-		p = &part{d: s.dl, rows: newRowBuilder(s.dl.cols, s.dl.arrow)}
+		use(s.dl)
 		vals := letterRow(s.info, ev.Partition, &again, o.Revision)
 		if err := p.rows.check(vals); err != nil {
 			return fail(err)
