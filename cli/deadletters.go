@@ -27,8 +27,8 @@ const deadlettersUsage = `Usage: ehsink deadletters list   [-c connectors.yaml] 
        ehsink deadletters replay [-c connectors.yaml] [--connector NAME] [--reason TEXT] [--since WHEN] [--id ID]... [--dry-run]
 
 Reads the dead letters a connector's sink keeps (the PostgreSQL sink's
-ehsink_dead_letters table, the Delta sink's dead-letter table, the Parquet
-sink's _dead_letters files) or the runner's dead-letter files
+ehsink_dead_letters table, the Iceberg and Delta sinks' dead-letter tables,
+the Parquet sink's _dead_letters files) or the runner's dead-letter files
 (errors.dead_letter.dir) of a sink that keeps none (stdout, custom sinks),
 and replays them once their cause is fixed.
 
@@ -42,10 +42,11 @@ replay runs the selected letters' events through the connector's current
 filter, routes and mapping, and writes their rows into its sink. Each
 letter is marked replayed in the commit that writes its rows, so a replay
 stopped at any moment and run again writes each row once: in its
-transaction for PostgreSQL; for other sinks the event is written through
-a writer of its own partition, deadletter.<partition>.<sequence number>,
-whose commit is the mark. A letter whose event fails again stays, with
-its new reason (PostgreSQL) or its old one (files). Replay leaves the
+transaction for PostgreSQL, its commit for Iceberg and Delta; for other
+sinks the event is written through a writer of its own partition,
+deadletter.<partition>.<sequence number>, whose commit is the mark. A
+letter whose event fails again stays, with its new reason (its old one in
+files). Replay leaves the
 partitions' watermarks alone and may run beside a live connector; an
 upsert keeps the newer row of a key when the replayed event is older.
 --dry-run prints, per letter, the rows it would write or why it would fail
@@ -188,7 +189,7 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // errNoLetterStore is openLetterStore's error for a sink whose dead letters
 // these commands cannot read.
-var errNoLetterStore = errors.New("its sink keeps its dead letters where these commands do not read them yet (they read the postgres and delta sinks' tables, the parquet sink's files and the dead-letter files of sinks that keep none)")
+var errNoLetterStore = errors.New("its sink keeps no dead letters where these commands read them (the postgres, iceberg and delta sinks' tables, the parquet sink's files, and the runner's dead-letter files of sinks that keep none)")
 
 // openLetterStore builds spec's sink, as run does but reading no event
 // hub, and returns it as a dead-letter store.

@@ -3,7 +3,7 @@
 // runner hands a sink with the letters it stores.
 //
 // A sink whose store the commands can read implements [Store] on the value
-// its driver's New returns (the PostgreSQL sink does); the CLI finds it by
+// its driver's New returns (the PostgreSQL and Iceberg sinks do); the CLI finds it by
 // type assertion, so the contract stays out of the public sinks package.
 // Letters a sink cannot mark in the commit that writes their rows (the
 // runner's dead-letter files, [Files]; the Parquet sink's, a [Source]) are

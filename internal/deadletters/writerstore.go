@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ehsink/ehsink/sinks"
@@ -63,6 +64,8 @@ type WriterStore struct {
 	Connector string
 	// now is the clock of the mark of a dropped letter; nil is time.Now.
 	now func() time.Time
+	// marked holds the replay partitions found committed.
+	marked sync.Map
 }
 
 var _ Store = (*WriterStore)(nil)
@@ -76,7 +79,7 @@ func (r *WriterStore) Letters(ctx context.Context, f Filter) ([]Letter, error) {
 	var out []Letter
 	marked := map[string]bool{} // by replay partition
 	for _, l := range all {
-		if !selects(f, &l) {
+		if !f.Selects(&l) {
 			continue
 		}
 		p := ReplayPartition(l.Event.Partition, l.Event.SequenceNumber)
@@ -100,11 +103,21 @@ func (r *WriterStore) Letters(ctx context.Context, f Filter) ([]Letter, error) {
 	return out, nil
 }
 
-// replayed reports whether the sink committed replay partition p.
-func (r *WriterStore) replayed(ctx context.Context, p string) (bool, error) {
+// replayed reports whether the sink committed replay partition p. A
+// mark is never undone, so one found is remembered: a running connector
+// counts its letters every minute, and each look is an Open.
+func (r *WriterStore) replayed(ctx context.Context, p string) (done bool, err error) {
 	if r.Sink == nil {
 		return false, nil
 	}
+	if _, ok := r.marked.Load(p); ok {
+		return true, nil
+	}
+	defer func() {
+		if done {
+			r.marked.Store(p, true)
+		}
+	}()
 	w, wm, err := r.Sink.Open(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("open %s: %w", p, err)
@@ -113,13 +126,6 @@ func (r *WriterStore) replayed(ctx context.Context, p string) (bool, error) {
 		return false, fmt.Errorf("close %s: %w", p, err)
 	}
 	return wm != nil, nil
-}
-
-// selects reports whether f selects l, replayed or not.
-func selects(f Filter, l *Letter) bool {
-	return (f.Reason == "" || strings.Contains(l.Reason, f.Reason)) &&
-		(f.Since.IsZero() || !l.FailedAt.Before(f.Since)) &&
-		(f.ID == 0 || f.ID == l.ID)
 }
 
 // Counts implements Store.

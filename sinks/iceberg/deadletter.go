@@ -53,26 +53,31 @@ func (w *writer) DeadLetter(ctx context.Context, letters []sinks.DeadLetter) err
 	if p.record != nil {
 		return fmt.Errorf("dead letters after a failed flush: flush again first")
 	}
-	info := w.s.info
 	for i := range letters {
 		l := &letters[i]
-		ev := &l.Event
-		if dedupe.Covers(p.watermark, ev.SequenceNumber) {
+		if dedupe.Covers(p.watermark, l.Event.SequenceNumber) {
 			continue
 		}
-		var enq, key any
-		if !ev.EnqueuedTime.IsZero() {
-			enq = ev.EnqueuedTime
-		}
-		if ev.PartitionKey != nil {
-			key = *ev.PartitionKey
-		}
-		vals := []any{info.Connector, info.EventHub, info.ConsumerGroup, w.partition, ev.SequenceNumber, ev.Offset,
-			enq, key, l.Reason, l.FailedAt, strings.TrimSuffix(string(record.AppendDeadLetter(nil, l, deadletters.Revision(ctx))), "\n")}
+		vals := letterRow(w.s.info, w.partition, l, deadletters.Revision(ctx))
 		if err := p.rows.check(vals); err != nil {
-			return fmt.Errorf("dead letter of seq %d: %w", ev.SequenceNumber, err)
+			return fmt.Errorf("dead letter of seq %d: %w", l.Event.SequenceNumber, err)
 		}
 		p.rows.add(vals)
 	}
 	return nil
+}
+
+// letterRow is the dead-letter table's row of l, a letter of partition
+// refused by configuration revision rev.
+func letterRow(info sinks.Info, partition string, l *sinks.DeadLetter, rev string) []any {
+	ev := &l.Event
+	var enq, key any
+	if !ev.EnqueuedTime.IsZero() {
+		enq = ev.EnqueuedTime
+	}
+	if ev.PartitionKey != nil {
+		key = *ev.PartitionKey
+	}
+	return []any{info.Connector, info.EventHub, info.ConsumerGroup, partition, ev.SequenceNumber, ev.Offset,
+		enq, key, l.Reason, l.FailedAt, strings.TrimSuffix(string(record.AppendDeadLetter(nil, l, rev)), "\n")}
 }

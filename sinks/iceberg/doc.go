@@ -65,7 +65,9 @@
 // the partition's watermark in that table. A flush replayed after a
 // failure between the two commits skips the letters that watermark
 // covers, and a stale owner is fenced by it, so each letter is stored
-// once.
+// once. The sink is also the store `ehsink deadletters` reads and replays
+// (replay.go): a replayed letter is marked in a property of the table its
+// rows went to, set in the commit that appends them.
 //
 // # Outages
 //

@@ -164,7 +164,8 @@ func TestRoutedWriterFencedByEitherTable(t *testing.T) {
 
 // TestRoutedEventNoRouteTakes: without a default route, an event no
 // condition takes is the event's error (a dead letter naming why), and the
-// Flush still moves past it.
+// Flush still moves past it. Its letters then replay once the default
+// route is added (replayIntoNewRoute).
 func TestRoutedEventNoRouteTakes(t *testing.T) {
 	ctx := context.Background()
 	l := newLake(t)
@@ -174,17 +175,23 @@ func TestRoutedEventNoRouteTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close(ctx)
-	err = w.Write(ctx, sinktest.Events("0", 0, 6))
+	evs := sinktest.Events("0", 0, 6)
+	err = w.Write(ctx, evs)
 	var be *sinks.BatchError
 	if !errors.As(err, &be) {
 		t.Fatalf("Write: %v, want a *sinks.BatchError", err)
 	}
 	var failed []int64
+	var letters []sinks.DeadLetter
 	for _, f := range be.Failed {
 		if !errors.Is(f.Err, routing.ErrNoRoute) {
 			t.Errorf("event %d: %v, want ErrNoRoute", f.Index, f.Err)
 		}
 		failed = append(failed, int64(f.Index))
+		letters = append(letters, sinks.DeadLetter{Event: evs[f.Index], Reason: f.Err.Error(), FailedAt: time.Now()})
+	}
+	if err := w.(sinks.DeadLetterer).DeadLetter(ctx, letters); err != nil {
+		t.Fatal(err)
 	}
 	if want := []int64{3, 4, 5, 6}; !slices.Equal(failed, want) {
 		t.Errorf("failed events %v, want %v", failed, want)
@@ -196,6 +203,7 @@ func TestRoutedEventNoRouteTakes(t *testing.T) {
 	if got := l.scanNamed(t, "big")["0"]; !slices.Equal(got, []int64{0, 1, 2}) {
 		t.Errorf("table big holds %v, want [0 1 2]", got)
 	}
+	replayIntoNewRoute(t, l)
 }
 
 // TestRoutedTemplatedTables: a route whose table is a template of event

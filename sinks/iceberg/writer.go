@@ -149,19 +149,12 @@ func (w *writer) Write(ctx context.Context, events []sinks.Event) error {
 // error of the catalog (infra) when a templated route's table cannot be
 // loaded.
 func (w *writer) route(ctx context.Context, e *sinks.Event) (p *part, err, infra error) {
-	if w.s.sel == nil {
-		return w.parts[0], nil, nil
-	}
-	i, err := w.s.sel.Select(e)
-	if err != nil {
-		return nil, err, nil
+	d, i, err, infra := w.s.destOf(ctx, e)
+	if err != nil || infra != nil {
+		return nil, err, infra
 	}
 	if w.s.tmpls[i] == nil {
 		return w.parts[i], nil, nil
-	}
-	d, err, infra := w.s.namedBy(ctx, i, e)
-	if err != nil || infra != nil {
-		return nil, err, infra
 	}
 	if p = w.named[d]; p == nil {
 		if p, infra = w.openPart(ctx, d); infra != nil {
@@ -175,9 +168,31 @@ func (w *writer) route(ctx context.Context, e *sinks.Event) (p *part, err, infra
 	return p, nil, nil
 }
 
+// destOf returns the table of e and the index of its route, or the
+// event's error, or an error of the catalog (infra) when a templated
+// route's table cannot be loaded.
+func (s *sink) destOf(ctx context.Context, e *sinks.Event) (d *dest, route int, err, infra error) {
+	if s.sel == nil {
+		return s.dests[0], 0, nil, nil
+	}
+	i, err := s.sel.Select(e)
+	if err != nil {
+		return nil, 0, err, nil
+	}
+	if s.tmpls[i] == nil {
+		return s.dests[i], i, nil, nil
+	}
+	d, err, infra = s.namedBy(ctx, i, e)
+	return d, i, err, infra
+}
+
 // writeEvent adds the rows of e to p; an error is the event's. An exploded
 // element that does not map fails the event and its other rows are kept.
-func (w *writer) writeEvent(p *part, e *sinks.Event) error {
+func (w *writer) writeEvent(p *part, e *sinks.Event) error { return w.mapEvent(p, e, p.rows.add) }
+
+// mapEvent maps e to rows of p's table and calls add with each row that
+// fits the table (vals is reused after add returns).
+func (w *writer) mapEvent(p *part, e *sinks.Event, add func(vals []any)) error {
 	rows, err := p.d.mapper.Rows(e)
 	if err != nil {
 		return err
@@ -203,7 +218,7 @@ func (w *writer) writeEvent(p *part, e *sinks.Event) error {
 			}
 			continue
 		}
-		p.rows.add(vals)
+		add(vals)
 	}
 	return first
 }
@@ -439,16 +454,8 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 		props[r.key] = formatPosition(r.pos)
 		files = append(files, r.files...)
 	}
-	var err error
-	if len(files) > 0 {
-		err = tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
-	} else {
-		// Only events without rows (dead letters, empty arrays): a snapshot
-		// without files still moves the watermarks.
-		err = tx.AddFiles(ctx, nil, props, false)
-	}
-	if err != nil {
-		fail(false, fmt.Errorf("prepare the snapshot: %w", err))
+	if err := addSnapshot(ctx, tx, files, props); err != nil {
+		fail(false, err)
 		return
 	}
 	if err := s.step(stepManifestWritten); err != nil {
@@ -477,6 +484,22 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 	for _, r := range members {
 		r.Finish(true, false, nil)
 	}
+}
+
+// addSnapshot adds to tx a snapshot of files with the summary props. A
+// snapshot without files (only events without rows: dead letters, empty
+// arrays; a replay's mark) still moves the watermarks, or the branch.
+func addSnapshot(ctx context.Context, tx *table.Transaction, files []ice.DataFile, props ice.Properties) error {
+	var err error
+	if len(files) > 0 {
+		err = tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
+	} else {
+		err = tx.AddFiles(ctx, nil, props, false)
+	}
+	if err != nil {
+		return fmt.Errorf("prepare the snapshot: %w", err)
+	}
+	return nil
 }
 
 func samePosition(a, b *sinks.Position) bool {
