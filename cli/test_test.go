@@ -79,3 +79,48 @@ tests:
 		t.Errorf("validate: exit %d, problems %q; want exit 2 and one line per unset variable:\n%s", code, got, errOut)
 	}
 }
+
+// TestTestCommandShowsAutoColumns: `ehsink test` over a connector with
+// columns: auto prints, before its cases, the columns it derives from
+// the schemas its events name: v1's fields, then the channel v2 adds.
+func TestTestCommandShowsAutoColumns(t *testing.T) {
+	cfg := writeConfig(t, `
+emulator: {hubs: {orders: 2}}
+connectors:
+  - name: orders-auto
+    source: {connection: emulator, eventhub: orders, format: avro, registry: {type: azure, group: shop, subject: shop.Order}}
+    sink: {type: postgres, dsn: postgres://ehsink@localhost:5432/ehsink, table: orders, columns: auto}
+`)
+	dir := filepath.Dir(cfg)
+	for _, v := range []string{"order-v1.avsc", "order-v2.avsc"} {
+		b, err := os.ReadFile(filepath.Join("..", "internal", "conntest", "testdata", v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, v), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "connectors_test.yaml"), []byte(`
+tests:
+  - name: v1 then v2
+    connector: orders-auto
+    events:
+      - {avro_schema: order-v1.avsc, body: {id: 8, amount: 1, placed: 0, ref: 7d444840-9dc0-11d1-b245-5ffdce74fad2, note: hi}}
+      - {avro_schema: order-v2.avsc, body: {id: 9, amount: 2.5, placed: 0, ref: 7d444840-9dc0-11d1-b245-5ffdce74fad2, channel: app}}
+    expect:
+      - row: {id: 8, note: hi, channel: null}
+      - row: {id: 9, note: null, channel: app}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "test", "-c", cfg)
+	want := "connector orders-auto: columns: auto derives\n" +
+		"  - {name: partition, from: \"@partition\", type: string, nullable: false}\n" +
+		"  - {name: seq, from: \"@sequence_number\", type: int64, nullable: false}\n" +
+		"  - {name: enqueued_at, from: \"@enqueued_time\", type: timestamp, nullable: false}\n" +
+		"  - {name: id, from: \"$.id\", type: int64, nullable: true}\n"
+	if code != exitOK || !strings.Contains(out, want) || !strings.Contains(out, "  - {name: note, from: \"$.note\", type: string, nullable: true}\n  - {name: channel, from: \"$.channel\", type: string, nullable: true}\n") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s\nwant the derived columns, v1's then channel", code, out, errOut)
+	}
+}

@@ -148,7 +148,7 @@ func TestAvroRegistryRequests(t *testing.T) {
 	for _, d := range documented {
 		switch d {
 		case "GET /schemas/ids/{id}", "GET /$schemaGroups/$schemas/{id}", "POST /v1/connectors/{name}/restart",
-			newestConfluent, newestAzure: // columns: auto, TestAvroNewestRequests
+			versionsConfluent, versionConfluent, versionAzure: // columns: auto, TestAvroVersionsRequests
 		default:
 			t.Errorf("docs/configuration.md's Avro events section names %q, which no registry request or API of ehsink is", d)
 		}
@@ -158,15 +158,16 @@ func TestAvroRegistryRequests(t *testing.T) {
 // The requests columns: auto makes at start, as the Avro events section
 // writes them.
 const (
-	newestConfluent = "GET /subjects/{subject}/versions/latest"
-	newestAzure     = "GET /$schemaGroups/{group}/schemas/{subject}/versions/{v}"
+	versionsConfluent = "GET /subjects/{subject}/versions"
+	versionConfluent  = "GET /subjects/{subject}/versions/{v}"
+	versionAzure      = "GET /$schemaGroups/{group}/schemas/{subject}/versions/{v}"
 )
 
-// TestAvroNewestRequests holds the section's columns: auto requests to
-// what the clients send: Confluent's latest version of the subject, and
-// Azure's versions from 1 until one is unknown, the last known one being
-// the newest.
-func TestAvroNewestRequests(t *testing.T) {
+// TestAvroVersionsRequests holds the section's columns: auto requests to
+// what the clients send: Confluent's list of the subject's versions, then
+// each, and Azure's versions from 1 until one is unknown; both oldest
+// first.
+func TestAvroVersionsRequests(t *testing.T) {
 	text, err := os.ReadFile(configDoc)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +178,11 @@ func TestAvroNewestRequests(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests = append(requests, r.Method+" "+r.URL.Path)
 		switch r.URL.Path {
-		case "/subjects/orders-value/versions/latest":
+		case "/subjects/orders-value/versions":
+			_, _ = w.Write([]byte("[2,1]"))
+		case "/subjects/orders-value/versions/1":
+			_ = json.NewEncoder(w).Encode(map[string]string{"schema": v1})
+		case "/subjects/orders-value/versions/2":
 			_ = json.NewEncoder(w).Encode(map[string]string{"schema": v2})
 		case "/$schemaGroups/shop/schemas/shop.P/versions/1":
 			_, _ = w.Write([]byte(v1))
@@ -192,22 +197,22 @@ func TestAvroNewestRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.Newest(t.Context(), "orders-value"); err != nil || got != v2 {
-		t.Errorf("confluent newest: %q, %v", got, err)
+	if got, err := c.Versions(t.Context(), "orders-value"); err != nil || !slices.Equal(got, []string{v1, v2}) {
+		t.Errorf("confluent versions: %q, %v", got, err)
 	}
 	a, err := schemaregistry.NewAzure(srv.URL, nil, srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := a.Newest(t.Context(), "shop", "shop.P"); err != nil || got != v2 {
-		t.Errorf("azure newest: %q, %v", got, err)
+	if got, err := a.Versions(t.Context(), "shop", "shop.P"); err != nil || !slices.Equal(got, []string{v1, v2}) {
+		t.Errorf("azure versions: %q, %v", got, err)
 	}
-	want := []string{"GET /subjects/orders-value/versions/latest", "GET /$schemaGroups/shop/schemas/shop.P/versions/1",
+	want := []string{"GET /subjects/orders-value/versions", "GET /subjects/orders-value/versions/1", "GET /subjects/orders-value/versions/2", "GET /$schemaGroups/shop/schemas/shop.P/versions/1",
 		"GET /$schemaGroups/shop/schemas/shop.P/versions/2", "GET /$schemaGroups/shop/schemas/shop.P/versions/3"}
 	if !slices.Equal(requests, want) {
 		t.Errorf("requests %q, want %q", requests, want)
 	}
-	for _, d := range []string{newestConfluent, newestAzure} {
+	for _, d := range []string{versionsConfluent, versionConfluent, versionAzure} {
 		if !strings.Contains(section, "`"+d+"`") {
 			t.Errorf("the Avro events section does not name %q", d)
 		}

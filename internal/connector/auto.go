@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -48,19 +49,27 @@ type derived struct {
 }
 
 // deriveAtStart derives the columns of a starting connector from its
-// reader schema or the registry's newest, and the writer schemas that
-// grew them in earlier runs of this process (extra). An error not
-// wrapping errAutoColumns is the registry's: nothing is registered under
-// the subject yet, or it cannot be reached; the caller waits it out.
+// reader schema or the registry's newest, then the registry's older
+// versions (a field a newer version dropped keeps its column, whichever
+// process writes), then the writer schemas that grew them in earlier runs
+// of this process (extra). An error not wrapping errAutoColumns is the
+// registry's: nothing is registered under the subject yet, or it cannot
+// be reached; the caller waits it out.
 func deriveAtStart(ctx context.Context, spec Spec, dec *schemaregistry.Decoder, extra []hamba.Schema) (derived, error) {
-	base, err := baseSchema(ctx, spec.Source, dec.Registry())
+	base, older, err := baseSchema(ctx, spec.Source, dec.Registry())
 	if err != nil {
 		if errors.Is(err, schemaregistry.ErrUnknownSchema) {
 			err = fmt.Errorf("nothing registered yet under %s: %w", spec.Source.Registry.Subject, err)
 		}
 		return derived{}, err
 	}
-	cfg, cols, err := deriveSink(spec, base, extra)
+	// An older version whose columns cannot be derived (a name taken
+	// twice) adds nothing, as such a writer schema's would (autoState).
+	older = slices.DeleteFunc(older, func(s hamba.Schema) bool {
+		_, err := avro.Columns(s, avro.ColumnOptions{Flatten: spec.Sink.Auto.Flatten})
+		return err != nil
+	})
+	cfg, cols, err := deriveSink(spec, base, append(older, extra...))
 	if err != nil {
 		return derived{}, fmt.Errorf("%w: %w", errAutoColumns, err)
 	}
@@ -189,32 +198,36 @@ func (s Spec) WithDerivedColumns(base hamba.Schema, extra []hamba.Schema) (Spec,
 }
 
 // baseSchema is the schema columns: auto starts from: the reader schema,
-// or the newest the registry holds under the source's subject.
-func baseSchema(ctx context.Context, src SourceSpec, reg schemaregistry.Client) (hamba.Schema, error) {
+// or the newest the registry holds under the source's subject, with the
+// older versions that parse, oldest first.
+func baseSchema(ctx context.Context, src SourceSpec, reg schemaregistry.Client) (base hamba.Schema, older []hamba.Schema, err error) {
 	r := src.Registry
 	if r.ReaderSchema != "" {
-		return readSchemaFile(r.ReaderSchema)
+		base, err := readSchemaFile(r.ReaderSchema)
+		return base, nil, err
 	}
-	var (
-		text string
-		err  error
-	)
+	var texts []string
 	switch c := reg.(type) {
 	case *schemaregistry.Azure:
-		text, err = c.Newest(ctx, r.Group, r.Subject)
+		texts, err = c.Versions(ctx, r.Group, r.Subject)
 	case *schemaregistry.Confluent:
-		text, err = c.Newest(ctx, r.Subject)
+		texts, err = c.Versions(ctx, r.Subject)
 	default:
-		return nil, fmt.Errorf("a %T registry cannot list schemas", reg)
+		return nil, nil, fmt.Errorf("a %T registry cannot list schemas", reg)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s, err := avro.ParseSchema(text)
-	if err != nil {
-		return nil, fmt.Errorf("the newest schema of %s: %w", r.Subject, err)
+	last := len(texts) - 1
+	if base, err = avro.ParseSchema(texts[last]); err != nil {
+		return nil, nil, fmt.Errorf("the newest schema of %s: %w", r.Subject, err)
 	}
-	return s, nil
+	for _, text := range texts[:last] {
+		if s, err := avro.ParseSchema(text); err == nil {
+			older = append(older, s)
+		}
+	}
+	return base, older, nil
 }
 
 // autoState is what a running connector with columns: auto knows of the

@@ -153,14 +153,17 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	if err != nil {
 		return fail("source.registry", err)
 	}
-	var auto *autoState
+	var (
+		auto     *autoState
+		autoCols []string
+	)
 	if spec.Sink.Auto != nil && decoder != nil {
 		d, err := startWithRetry(ctx, "schema registry", spec.Errors.Retry, func(err error) bool { return !errors.Is(err, errAutoColumns) }, func(error) {}, log,
 			func() (derived, error) { return deriveAtStart(ctx, spec, decoder, cs.autoExtra()) })
 		if err != nil {
 			return fail("sink.columns", err)
 		}
-		sinkCfg = d.cfg
+		sinkCfg, autoCols = d.cfg, d.cols.Names()
 		log.Info("columns derived from the Avro schema (columns: auto)", "columns", strings.Join(d.cols.Names(), ","))
 		if spec.Source.Registry.ReaderSchema == "" {
 			// With a reader schema every event resolves into it: a newer
@@ -177,6 +180,10 @@ func runConnector(ctx context.Context, cfg *Config, spec Spec, env *environment,
 	cs.sinkReached(err)
 	if err != nil {
 		return fail("sink", err)
+	}
+	if autoCols != nil {
+		// test/e2e's kill between a column's DDL and its first row
+		killAfterGrowth(spec.Name, autoCols, log)
 	}
 	defer func() {
 		if err := sink.Close(context.WithoutCancel(ctx)); err != nil {

@@ -192,19 +192,47 @@ func readers(t testing.TB) (node, modules, script string) {
 // readers are not installed, or fails it when CI=true.
 func DuckDB(t testing.TB, query string) []map[string]any {
 	t.Helper()
-	node, modules, script := readers(t)
+	var rows []map[string]any
+	runScript(t, "query.mjs", []string{query}, &rows)
+	return rows
+}
+
+// HyparquetFile is one file as hyparquet reads it: the names of its
+// columns, in the file's order, and its rows by column name.
+type HyparquetFile struct {
+	File    string           `json:"file"`
+	Columns []string         `json:"columns"`
+	Rows    []map[string]any `json:"rows"`
+}
+
+// Hyparquet reads the files at paths with hyparquet (rows.mjs), which
+// resolves every column chunk by its path, as Spark does. A value comes
+// out in JSON terms: an int64 as a string, a timestamp as RFC 3339 text, a
+// decimal as a float64, a UUID as its text, other bytes as hex. Like
+// [CheckWithReaders], it skips t when the readers are not installed, or
+// fails it when CI=true.
+func Hyparquet(t testing.TB, paths ...string) []HyparquetFile {
+	t.Helper()
+	var files []HyparquetFile
+	runScript(t, "rows.mjs", paths, &files)
+	return files
+}
+
+// runScript runs one of the package's node scripts with args and decodes
+// its JSON output into out; a failure fails t.
+func runScript(t testing.TB, script string, args []string, out any) {
+	t.Helper()
+	node, modules, check := readers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), readersTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(filepath.Dir(script), "query.mjs"), query)
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(filepath.Dir(check), script)}, args...)...)
 	cmd.Env = append(os.Environ(), "EHSINK_NODE_MODULES="+modules)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("DuckDB %q: %v\n%s", query, err, stderr.String())
+		t.Fatalf("%s %q: %v\n%s", script, args, err, stderr.String())
 	}
-	var rows []map[string]any
-	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil {
-		t.Fatalf("DuckDB %q: %v\n%s", query, err, stdout.String())
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		t.Fatalf("%s %q: %v\n%s", script, args, err, stdout.String())
 	}
-	return rows
 }

@@ -25,6 +25,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,31 +295,52 @@ func (c *Confluent) do(ctx context.Context, method, path string, body io.Reader)
 	return b, err
 }
 
-// Newest returns the newest version of the schema named name in group.
-// The service lists no versions in the API version spoken here, so the
-// versions are read from 1 up until one is unknown: they are numbered
-// from 1 without gaps. An error wrapping ErrUnknownSchema means nothing
-// is registered under that name yet.
-func (a *Azure) Newest(ctx context.Context, group, name string) (string, error) {
-	var newest string
+// Versions returns every version of the schema named name in group,
+// oldest first. The service lists no versions in the API version spoken
+// here, so the versions are read from 1 up until one is unknown: they are
+// numbered from 1 without gaps. An error wrapping ErrUnknownSchema means
+// nothing is registered under that name yet.
+func (a *Azure) Versions(ctx context.Context, group, name string) ([]string, error) {
+	var versions []string
 	for v := 1; ; v++ {
 		b, _, err := a.do(ctx, http.MethodGet, "/$schemaGroups/"+url.PathEscape(group)+"/schemas/"+url.PathEscape(name)+"/versions/"+strconv.Itoa(v), "", nil)
 		switch {
 		case errors.Is(err, ErrUnknownSchema) && v > 1:
-			return newest, nil
+			return versions, nil
 		case err != nil:
-			return "", fmt.Errorf("schema %s in group %s version %d: %w", name, group, v, err)
+			return nil, fmt.Errorf("schema %s in group %s version %d: %w", name, group, v, err)
 		}
-		newest = string(b)
+		versions = append(versions, string(b))
 	}
 }
 
-// Newest returns the latest schema registered under subject. An error
-// wrapping ErrUnknownSchema means the subject has none yet.
-func (c *Confluent) Newest(ctx context.Context, subject string) (string, error) {
-	b, err := c.do(ctx, http.MethodGet, "/subjects/"+url.PathEscape(subject)+"/versions/latest", nil)
+// Versions returns every schema registered under subject, oldest first.
+// An error wrapping ErrUnknownSchema means the subject has none yet.
+func (c *Confluent) Versions(ctx context.Context, subject string) ([]string, error) {
+	path := "/subjects/" + url.PathEscape(subject) + "/versions"
+	b, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
-		return "", fmt.Errorf("subject %s: %w", subject, err)
+		return nil, fmt.Errorf("subject %s: %w", subject, err)
 	}
-	return avroSchemaOf(b, "the latest schema of subject "+subject)
+	var numbers []int
+	if err := json.Unmarshal(b, &numbers); err != nil {
+		return nil, fmt.Errorf("subject %s: the versions are not a list of numbers: %w", subject, err)
+	}
+	slices.Sort(numbers)
+	versions := make([]string, 0, len(numbers))
+	for _, v := range numbers {
+		b, err := c.do(ctx, http.MethodGet, path+"/"+strconv.Itoa(v), nil)
+		if err != nil {
+			return nil, fmt.Errorf("subject %s version %d: %w", subject, v, err)
+		}
+		text, err := avroSchemaOf(b, fmt.Sprintf("version %d of subject %s", v, subject))
+		if err != nil {
+			return nil, err
+		}
+		versions = append(versions, text)
+	}
+	if len(versions) == 0 {
+		return nil, fmt.Errorf("subject %s has no versions: %w", subject, ErrUnknownSchema)
+	}
+	return versions, nil
 }

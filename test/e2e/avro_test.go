@@ -13,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ehsink/ehsink/checkpoint"
 	"github.com/ehsink/ehsink/emulator"
 	"github.com/ehsink/ehsink/emulator/emulatortest"
 	"github.com/ehsink/ehsink/internal/parquettest"
@@ -63,11 +61,6 @@ func avroNode(t *testing.T) (node, modules string) {
 // avroWant is record i of testdata/avro_produce.js as a row would hold it,
 // read with the reader schema v2 (readerV2) or with its own schema.
 func avroWant(i int, readerV2 bool) string {
-	cents := (i*137)%100000 - 500
-	sign, abs := "", cents
-	if cents < 0 {
-		sign, abs = "-", -cents
-	}
 	note, channel := "<null>", "<null>"
 	if i%4 == 3 {
 		channel = "store"
@@ -85,9 +78,20 @@ func avroWant(i int, readerV2 bool) string {
 	if readerV2 {
 		note = "<null>" // v2 has no note
 	}
+	return avroCommon(i) + "|" + note + "|" + channel
+}
+
+// avroCommon is what every schema version of record i holds, as
+// id|name|amount|placed (Unix ms)|day|ref.
+func avroCommon(i int) string {
+	cents := (i*137)%100000 - 500
+	sign, abs := "", cents
+	if cents < 0 {
+		sign, abs = "-", -cents
+	}
 	day := time.Unix(int64(19000+i%30)*86400, 0).UTC()
-	return fmt.Sprintf("%d|n-%d|%s%d.%02d|%d|%s|00000000-0000-4000-8000-%012d|%s|%s", i+1, i, sign, abs/100, abs%100,
-		1700000000000+int64(i)*1001, day.Format(time.DateOnly), i, note, channel)
+	return fmt.Sprintf("%d|n-%d|%s%d.%02d|%d|%s|00000000-0000-4000-8000-%012d", i+1, i, sign, abs/100, abs%100,
+		1700000000000+int64(i)*1001, day.Format(time.DateOnly), i)
 }
 
 const avroV2Schema = `{"type":"record","name":"Order","namespace":"shop","fields":[
@@ -109,53 +113,21 @@ const avroV2Schema = `{"type":"record","name":"Order","namespace":"shop","fields
 // included), each poison event is a dead letter with its reason, and the
 // checkpoints reach the last event.
 func TestAvroFromJavaScriptProducers(t *testing.T) {
-	node, modules := avroNode(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	const key, user, password = "cm9vdC1rZXk=", "kafka", "c29tZS1wYXNzd29yZA"
-	srv := emulatortest.Start(t, emulator.Config{
-		Hubs: []emulator.HubConfig{
-			{Name: "avro-az", Partitions: 2, ConsumerGroups: []string{"pq"}},
-			{Name: "avro-kafka", Partitions: 2, ConsumerGroups: []string{"pq"}},
-		},
-		Keys:                    map[string]secret.String{"root": key},
-		SchemaRegistryAddr:      "127.0.0.1:0",
-		SchemaRegistryBasicAuth: secret.String(user + ":" + password),
-	})
+	av := startAvroEnv(t, "avro-az", "avro-kafka", "pq")
 	work := t.TempDir()
-	ca := filepath.Join(work, "emulator-ca.pem")
 	v2 := filepath.Join(work, "order-v2.avsc")
-	if err := os.WriteFile(ca, srv.CertificatePEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(v2, []byte(avroV2Schema), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	registry := "https://" + srv.SchemaRegistryAddr()
-
 	const n = 200 // records per hub, every other one in each partition
-	nsConn, _, _ := strings.Cut(srv.ConnectionString("avro-az"), ";EntityPath=")
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "avro_produce.js"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "NODE_EXTRA_CA_CERTS="+ca,
-		"EH_CONNECTION_STRING="+nsConn+";UseDevelopmentEmulator=true", "SR_ENDPOINT="+registry,
-		"SR_KEY_NAME=root", "SR_KEY="+key, "CONFLUENT_USER="+user, "CONFLUENT_PASSWORD="+password,
-		"AZURE_HUB=avro-az", "KAFKA_HUB=avro-kafka", fmt.Sprintf("AVRO_EVENTS=%d", n))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("node testdata/avro_produce.js: %v\n%s", err, out)
-	}
-	t.Logf("producer: %s", out)
+	av.produce(t, ctx, n)
 
 	pg := testenv.NewPostgres(t)
 	dsnAz, dsnKafka := pg.NewDatabase(t), pg.NewDatabase(t)
 	ckptDir, pqAz, pqKafka := filepath.Join(work, "checkpoints"), filepath.Join(work, "pq-az"), filepath.Join(work, "pq-kafka")
-	t.Setenv("AVRO_TEST_REGISTRY_PASSWORD", password)
-	source := func(hub, cg, registry string) string {
-		return `{connection: "` + srv.ConnectionString(hub) + `", ` + cg + `format: avro, registry: ` + registry +
-			`, batch: {max_events: 15, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 3s}}`
-	}
-	azure := `{type: azure, group: shop, url: "` + registry + `", ca_file: ` + ca
-	confluent := `{type: confluent, url: "` + registry + `", ca_file: ` + ca + `, username: ` + user + `, password: ${AVRO_TEST_REGISTRY_PASSWORD}}`
+	source, azure, confluent := av.source, av.azureRegistry(""), av.confluentRegistry("")
 	pgColumns := `[{name: id, from: $.id, type: bigint, nullable: false}, {name: name, from: $.name}, {name: amount, from: $.amount, type: "numeric(12,2)"},
         {name: placed, from: $.placed, type: timestamp}, {name: day, from: $.day, type: timestamp}, {name: ref, from: $.ref, type: uuid},
         {name: note, from: $.note}, {name: channel, from: $.channel}]`
@@ -165,11 +137,11 @@ func TestAvroFromJavaScriptProducers(t *testing.T) {
 drain_timeout: 20s
 connectors:
   - name: avro-az-pg
-    source: `+source("avro-az", "", azure+`, reader_schema: `+v2+`}`)+`
+    source: `+source("avro-az", "", av.azureRegistry(`, reader_schema: `+v2))+`
     checkpoint: {file: {dir: `+ckptDir+`}}
     sink: {type: postgres, dsn: "`+dsnAz+`", table: public.orders, create_table: true, columns: `+pgColumns+`}
   - name: avro-az-pq
-    source: `+source("avro-az", "consumer_group: pq, ", azure+`}`)+`
+    source: `+source("avro-az", "pq", azure)+`
     checkpoint: {file: {dir: `+ckptDir+`}}
     sink: {type: parquet, dir: `+pqAz+`, max_rows: 40, max_age: 200ms, columns: `+pqColumns+`}
   - name: avro-kafka-pg
@@ -177,7 +149,7 @@ connectors:
     checkpoint: {file: {dir: `+ckptDir+`}}
     sink: {type: postgres, dsn: "`+dsnKafka+`", table: public.orders, create_table: true, columns: `+pgColumns+`}
   - name: avro-kafka-pq
-    source: `+source("avro-kafka", "consumer_group: pq, ", confluent)+`
+    source: `+source("avro-kafka", "pq", confluent)+`
     checkpoint: {file: {dir: `+ckptDir+`}}
     sink: {type: parquet, dir: `+pqKafka+`, max_rows: 40, max_age: 200ms, columns: `+pqColumns+`}
 `), 0o600); err != nil {
@@ -199,28 +171,9 @@ connectors:
 	}
 	<-r.done
 
-	props, err := azeventhubs.ParseConnectionString(srv.ConnectionString("avro-az"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := checkpoint.NewFileStore(ckptDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := checkpoint.Lowercase(fs, nil)
-	last := func(hub, cg string) bool {
-		cps, err := store.ListCheckpoints(ctx, props.FullyQualifiedNamespace, hub, cg, nil)
-		if err != nil || len(cps) != 2 {
-			return false
-		}
-		for _, cp := range cps {
-			// n/2 records and one poison event per partition
-			if cp.SequenceNumber == nil || *cp.SequenceNumber != n/2 {
-				return false
-			}
-		}
-		return true
-	}
+	checkpointed := avroCheckpointed(t, ctx, av, ckptDir)
+	// n/2 records and one poison event per partition
+	last := func(hub, cg string) bool { return checkpointed(hub, cg, n/2) }
 	r = startReplica(t, "run 2", cfg)
 	waitUntil(t, ctx, "every connector checkpoints the last event", func() bool {
 		return last("avro-az", "$default") && last("avro-az", "pq") && last("avro-kafka", "$default") && last("avro-kafka", "pq")
@@ -247,8 +200,7 @@ connectors:
 		{"avro-az-pg", dbAz, true, []string{"unknown schema id", "invalid Avro body"}},
 		{"avro-kafka-pg", dbKafka, false, []string{"unknown schema id", "no Confluent framing"}},
 	} {
-		rows, err := c.db.Query(ctx, `SELECT id || '|' || name || '|' || amount::text || '|' || (extract(epoch from placed) * 1000)::bigint || '|' ||
-			to_char(day AT TIME ZONE 'UTC', 'YYYY-MM-DD') || '|' || ref::text || '|' || coalesce(note, '<null>') || '|' || coalesce(channel, '<null>') FROM public.orders`)
+		rows, err := c.db.Query(ctx, avroRowSQL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,6 +249,87 @@ connectors:
 		}
 	}
 }
+
+// The emulator's registry credentials, given to the producers and the
+// connectors.
+const avroKey, avroUser, avroPassword = "cm9vdC1rZXk=", "kafka", "c29tZS1wYXNzd29yZA"
+
+// avroEnv is an emulator serving both schema registries, with two hubs of
+// two partitions, and the node producer of testdata/avro_produce.js.
+type avroEnv struct {
+	srv                         *emulator.Server
+	node, modules, ca, registry string
+	azureHub, kafkaHub          string
+}
+
+// startAvroEnv starts the emulator with hubs azureHub and kafkaHub, each
+// with the consumer group cg beside $Default; it skips t when node or the
+// producer's packages are missing (fails it when CI=true).
+func startAvroEnv(t *testing.T, azureHub, kafkaHub, cg string) *avroEnv {
+	t.Helper()
+	av := &avroEnv{azureHub: azureHub, kafkaHub: kafkaHub}
+	av.node, av.modules = avroNode(t)
+	av.srv = emulatortest.Start(t, emulator.Config{
+		Hubs: []emulator.HubConfig{
+			{Name: azureHub, Partitions: 2, ConsumerGroups: []string{cg}},
+			{Name: kafkaHub, Partitions: 2, ConsumerGroups: []string{cg}},
+		},
+		Keys:                    map[string]secret.String{"root": avroKey},
+		SchemaRegistryAddr:      "127.0.0.1:0",
+		SchemaRegistryBasicAuth: secret.String(avroUser + ":" + avroPassword),
+	})
+	av.ca = filepath.Join(t.TempDir(), "emulator-ca.pem")
+	if err := os.WriteFile(av.ca, av.srv.CertificatePEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	av.registry = "https://" + av.srv.SchemaRegistryAddr()
+	t.Setenv("AVRO_TEST_REGISTRY_PASSWORD", avroPassword)
+	return av
+}
+
+// source is a connector's source block reading hub (in consumer group cg
+// unless it is empty) through registry, in small batches, with leases
+// that expire in 3 s.
+func (av *avroEnv) source(hub, cg, registry string) string {
+	if cg != "" {
+		cg = "consumer_group: " + cg + ", "
+	}
+	return `{connection: "` + av.srv.ConnectionString(hub) + `", ` + cg + `format: avro, registry: ` + registry +
+		`, batch: {max_events: 15, max_wait: 100ms}, load_balancing: {strategy: greedy, update_interval: 1s, ownership_expiration: 3s}}`
+}
+
+// azureRegistry and confluentRegistry are the registry blocks of the
+// emulator's two registries, with the keys more (", key: value").
+func (av *avroEnv) azureRegistry(more string) string {
+	return `{type: azure, group: shop, url: "` + av.registry + `", ca_file: ` + av.ca + more + `}`
+}
+
+func (av *avroEnv) confluentRegistry(more string) string {
+	return `{type: confluent, url: "` + av.registry + `", ca_file: ` + av.ca + `, username: ` + avroUser +
+		`, password: ${AVRO_TEST_REGISTRY_PASSWORD}` + more + `}`
+}
+
+// produce runs testdata/avro_produce.js with n events and the extra
+// environment variables env.
+func (av *avroEnv) produce(t *testing.T, ctx context.Context, n int, env ...string) {
+	t.Helper()
+	nsConn, _, _ := strings.Cut(av.srv.ConnectionString(av.azureHub), ";EntityPath=")
+	cmd := exec.CommandContext(ctx, av.node, filepath.Join("testdata", "avro_produce.js"))
+	cmd.Env = append(os.Environ(), "NODE_PATH="+av.modules, "NODE_EXTRA_CA_CERTS="+av.ca,
+		"EH_CONNECTION_STRING="+nsConn+";UseDevelopmentEmulator=true", "SR_ENDPOINT="+av.registry,
+		"SR_KEY_NAME=root", "SR_KEY="+avroKey, "CONFLUENT_USER="+avroUser, "CONFLUENT_PASSWORD="+avroPassword,
+		"AZURE_HUB="+av.azureHub, "KAFKA_HUB="+av.kafkaHub, fmt.Sprintf("AVRO_EVENTS=%d", n))
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node testdata/avro_produce.js: %v\n%s", err, out)
+	}
+	t.Logf("producer: %s", out)
+}
+
+// avroRowSQL reads public.orders as avroWant renders its rows.
+const avroRowSQL = `SELECT id || '|' || name || '|' || amount::text || '|' || (extract(epoch from placed) * 1000)::bigint || '|' ||
+	to_char(day AT TIME ZONE 'UTC', 'YYYY-MM-DD') || '|' || ref::text || '|' || coalesce(note, '<null>') || '|' || coalesce(channel, '<null>') FROM public.orders`
 
 func connect(t *testing.T, ctx context.Context, dsn string) *pgx.Conn {
 	t.Helper()

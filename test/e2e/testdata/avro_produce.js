@@ -42,8 +42,19 @@ const common = [
   { name: "ref", type: { type: "string", logicalType: "uuid" } },
   { name: "tags", type: { type: "array", items: "string" } },
 ];
-const v1 = JSON.stringify({ type: "record", name: "Order", namespace: "shop", fields: [...common, { name: "note", type: ["null", "string"], default: null }] });
-const v2 = JSON.stringify({ type: "record", name: "Order", namespace: "shop", fields: [...common, { name: "channel", type: "string", default: "web" }] });
+const order = (fields) => JSON.stringify({ type: "record", name: "Order", namespace: "shop", fields: [...common, ...fields] });
+const note = { name: "note", type: ["null", "string"], default: null };
+const channel = { name: "channel", type: "string", default: "web" };
+const v1 = order([note]);
+const v2 = order([channel]);
+// With AVRO_EVOLVE (avro_test.go's TestAvroSchemaEvolution) the versions
+// follow one another: e1 has note; e2 adds channel with a default; e3
+// removes note, which was optional. Phase 1 sends records 0..n-1 in e1;
+// phase 2 sends n..2n-1 in e2, then 2n..3n-1 in e3.
+const evolve = process.env.AVRO_EVOLVE;
+const e1 = v1;
+const e2 = order([note, channel]);
+const e3 = v2;
 
 // record i, as avro_test.go's avroRecord computes it.
 function record(i) {
@@ -59,6 +70,12 @@ function record(i) {
     ref: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
     tags: [`t${i % 5}`],
   };
+  if (evolve) {
+    const version = Math.floor(i / n) + 1;
+    if (version < 3) r.note = i % 3 === 0 ? null : `note ${i}`;
+    if (version > 1) r.channel = i % 2 ? "app" : "store";
+    return [r, [e1, e2, e3][version - 1]];
+  }
   const isV2 = i % 4 === 3;
   if (isV2) r.channel = i % 8 === 3 ? "app" : "store";
   else r.note = i % 3 === 0 ? null : `note ${i}`;
@@ -85,21 +102,31 @@ async function main() {
     autoRegisterSchemas: true,
   });
   const confluent = new SchemaRegistry({ host: endpoint, auth: { username: env("CONFLUENT_USER"), password: env("CONFLUENT_PASSWORD") } });
-  const { id: c1 } = await confluent.register({ type: SchemaType.AVRO, schema: v1 }, { subject: "orders-value" });
-  const { id: c2 } = await confluent.register({ type: SchemaType.AVRO, schema: v2 }, { subject: "orders-value" });
-
+  const ids = new Map();
+  const register = async (schema) => {
+    if (!ids.has(schema)) ids.set(schema, (await confluent.register({ type: SchemaType.AVRO, schema }, { subject: "orders-value" })).id);
+    return ids.get(schema);
+  };
+  const [from, to] = evolve === "2" ? [n, 3 * n] : [0, n];
   const azure = [];
   const kafka = [];
   let v1Type;
-  for (let i = 0; i < n; i++) {
+  for (let i = from; i < to; i++) {
     const [value, schema] = record(i);
     const partitionId = String(i % 2);
     // The Azure serializer maps timestamp-millis to a Date (its DateType).
     const msg = await serializer.serialize({ ...value, placed: new Date(value.placed) }, schema);
     if (schema === v1) v1Type = msg.contentType;
     azure.push({ partitionId, body: msg.data, contentType: msg.contentType });
-    kafka.push({ partitionId, body: await confluent.encode(schema === v1 ? c1 : c2, value) });
+    kafka.push({ partitionId, body: await confluent.encode(await register(schema), value) });
   }
+  if (evolve) {
+    await send(env("AZURE_HUB"), azure);
+    await send(env("KAFKA_HUB"), kafka);
+    console.log(JSON.stringify({ azure: azure.length, kafka: kafka.length, confluentIds: [...ids.values()] }));
+    return;
+  }
+  const [c1, c2] = [await register(v1), await register(v2)];
   // Poison: an id the registry does not know, and bodies that are not
   // Avro of their schema, one per partition.
   azure.push({ partitionId: "0", body: azure[0].body, contentType: "avro/binary+" + "f".repeat(32) });
