@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,13 +104,12 @@ type avroProducer struct {
 	v1, v2     hamba.Schema
 	v1ID       string
 
-	once       sync.Once
-	mu         sync.Mutex // guards the fields below
-	v2ID       string
-	v2At       time.Time // when v2 was registered
-	v2Err      error
-	acked      map[string]bool
-	sent, inV2 int
+	once  sync.Once
+	mu    sync.Mutex // guards the fields below
+	v2ID  string
+	v2At  time.Time // when v2 was registered
+	v2Err error
+	inV2  int // events sent with v2
 }
 
 func newAvroProducer(ctx context.Context, h *harness, client *azeventhubs.ProducerClient, perPart int, duration time.Duration) (*avroProducer, error) {
@@ -120,7 +118,7 @@ func newAvroProducer(ctx context.Context, h *harness, client *azeventhubs.Produc
 		return nil, fmt.Errorf("schema registry: %w", err)
 	}
 	p := &avroProducer{sender: sender{client: client}, reg: reg, partitions: h.parts, perPart: perPart, duration: duration,
-		switchAt: h.k.duration / 2, acked: map[string]bool{}}
+		switchAt: h.k.duration / 2}
 	if p.v1, err = avro.ParseSchema(avroV1); err != nil {
 		return nil, err
 	}
@@ -187,15 +185,11 @@ func (p *avroProducer) sendBatch(ctx context.Context, start time.Time, pid strin
 		evs = append(evs, &azeventhubs.EventData{Body: b, ContentType: &ct})
 		ids = append(ids, eid)
 	}
-	if err := p.send(ctx, pid, evs); err != nil {
+	if err := p.send(ctx, pid, evs, ids); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, eid := range ids {
-		p.acked[eid] = true
-	}
-	p.sent += n
 	if v2 {
 		p.inV2 += n
 	}
@@ -264,6 +258,7 @@ func deref(s *string) string {
 // autoStats is what the checks found of the schema change.
 type autoStats struct {
 	v1, v2     int      // the hub's events by schema
+	ackedLost  int      // acknowledged events the hub lacks
 	columns    []string // the table's columns, in order
 	v2At       time.Time
 	wrongValue []string
@@ -280,30 +275,21 @@ func (h *harness) compareAuto(ctx context.Context, conn *pgx.Conn, events []avro
 	want := map[pos]bool{}
 	byPos := map[pos]*hubEvent{}
 	byAvro := map[pos]*avroEvent{}
-	ids := map[string]bool{}
+	ids := map[string]int{}
 	for i := range events {
 		e := &events[i]
 		want[e.pos] = true
 		byPos[e.pos] = &hubEvent{pos: e.pos, body: body{ID: e.id}}
 		byAvro[e.pos] = e
-		ids[e.id] = true
+		ids[e.id]++
 		if e.v2 {
 			st.v2++
 		} else {
 			st.v1++
 		}
 	}
-	var lost []string
-	ap.mu.Lock()
-	for id := range ap.acked {
-		if !ids[id] {
-			lost = append(lost, id)
-		}
-	}
-	ap.mu.Unlock()
-	if len(lost) > 0 {
-		sort.Strings(lost)
-		res.ackedLost = append(res.ackedLost, lost...)
+	if lost := ap.lost(ids); len(lost) > 0 {
+		st.ackedLost = len(lost)
 		h.fail("the Avro hub lost %d events it had acknowledged to the producer: %s", len(lost), head(lost, 20))
 	}
 	if st.v1 == 0 || st.v2 == 0 {

@@ -199,7 +199,7 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 	defer client.Close(context.Background())
 	// the producer sends through both acts, and 10 s between them
 	prod := &producer{sender: sender{client: client}, partitions: h.parts, perPart: k.events / k.partitions, duration: k.duration + 10*time.Second + h.act2Length(),
-		keys: 100, checkRows: k.checkRows, seed: k.seed, acked: map[string]bool{}}
+		keys: 100, checkRows: k.checkRows, seed: k.seed}
 	if h.emu.hubConn(avroHub) == h.emu.conn {
 		t.Fatalf("the emulator's connection string %q names no hub %s", h.emu.conn, hubName)
 	}
@@ -283,12 +283,13 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 		}()
 	}
 	stops.Wait()
+	fmt.Printf("replicas stopped at %s\n", fmtAt(time.Since(h.t0)))
 
 	res := h.verify(ctx, prod, aprod)
 	if n := len(h.exits); n > 0 {
 		h.fail("%d replica exits nobody asked for (each restarted after 1s, as a supervisor would): %s", n, head(h.exits, 10))
 	}
-	h.report(prod, caught, res)
+	h.report(prod, aprod, caught, res)
 	if len(h.violations) > 0 {
 		for _, v := range h.violations {
 			t.Error(v)

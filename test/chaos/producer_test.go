@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
+	"sort"
 	"sync"
 	"time"
 
@@ -60,10 +61,8 @@ type producer struct {
 	checkRows  bool
 	seed       uint64
 
-	mu     sync.Mutex // guards the counters below
-	acked  map[string]bool
-	sent   int
-	poison [3]int // by kind, as sent
+	mu     sync.Mutex // guards poison
+	poison [3]int     // by kind, as sent
 }
 
 func (p *producer) run(ctx context.Context) error {
@@ -150,51 +149,73 @@ func (p *producer) sendBatch(ctx context.Context, rnd *mrand.Rand, versions []in
 		evs = append(evs, &azeventhubs.EventData{Body: raw})
 		ids = append(ids, id)
 	}
-	if err := p.send(ctx, pid, evs); err != nil {
+	if err := p.send(ctx, pid, evs, ids); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, id := range ids {
-		p.acked[id] = true
-	}
-	p.sent += n
 	for i := range kinds {
 		p.poison[i] += kinds[i]
 	}
 	return nil
 }
 
-// sender sends batches to one hub, counting the failed sends it retried.
+// sender sends batches to one hub and keeps the ids of the events it
+// acknowledged.
 type sender struct {
 	client *azeventhubs.ProducerClient
 
-	errMu   sync.Mutex // guards the fields below
-	sendErr int
+	sendMu  sync.Mutex // guards the fields below
+	acked   map[string]bool
+	sent    int
+	sendErr int // failed sends, retried
 	lastErr error
 }
 
-// send sends events to the partition as one batch, retrying until the hub
-// accepts it or ctx ends.
-func (s *sender) send(ctx context.Context, pid string, events []*azeventhubs.EventData) error {
+// send sends events (of the ids) to the partition as one batch, retrying
+// until the hub accepts it or ctx ends.
+func (s *sender) send(ctx context.Context, pid string, events []*azeventhubs.EventData, ids []string) error {
 	for {
 		err := s.trySend(ctx, pid, events)
 		if err == nil {
+			s.sendMu.Lock()
+			defer s.sendMu.Unlock()
+			if s.acked == nil {
+				s.acked = map[string]bool{}
+			}
+			for _, id := range ids {
+				s.acked[id] = true
+			}
+			s.sent += len(ids)
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.errMu.Lock()
+		s.sendMu.Lock()
 		s.sendErr++
 		s.lastErr = err
-		s.errMu.Unlock()
+		s.sendMu.Unlock()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// lost returns, sorted, the acknowledged ids the hub read back lacks.
+func (s *sender) lost(inHub map[string]int) []string {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	var out []string
+	for id := range s.acked {
+		if inHub[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *sender) trySend(ctx context.Context, pid string, events []*azeventhubs.EventData) error {

@@ -10,7 +10,7 @@ import (
 )
 
 // report prints the faults applied and the outcomes, as a table.
-func (h *harness) report(prod *producer, caught time.Duration, res *results) {
+func (h *harness) report(prod *producer, aprod *avroProducer, caught time.Duration, res *results) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -33,8 +33,8 @@ func (h *harness) report(prod *producer, caught time.Duration, res *results) {
 	if !a.v2At.IsZero() {
 		v2At = fmtAt(a.v2At.Sub(h.t0))
 	}
-	fmt.Printf("AVRO HUB: %d events, %d written with v1 and %d with v2 (registered at %s, adds tag); %s's columns now: %s; rows whose n or tag is not their event's: %d\n",
-		a.v1+a.v2, a.v1, a.v2, v2At, connAuto, strings.Join(a.columns, ", "), len(a.wrongValue))
+	fmt.Printf("AVRO HUB: %d events, %d written with v1 and %d with v2 (registered at %s, adds tag); %d acknowledged events missing; producer send failures retried: %d; %s's columns now: %s; rows whose n or tag is not their event's: %d\n",
+		a.v1+a.v2, a.v1, a.v2, v2At, a.ackedLost, aprod.sendErr, connAuto, strings.Join(a.columns, ", "), len(a.wrongValue))
 	if caught >= 0 {
 		fmt.Printf("CATCH-UP: every partition of every connector at the hub's end (sink watermark and checkpoint) %s after the producer stopped; bound %s\n", caught.Round(100*time.Millisecond), h.k.catchUp)
 	} else {

@@ -88,6 +88,7 @@ func (h *harness) verify(ctx context.Context, prod *producer, aprod *avroProduce
 		h.fail("reading the hub back: %v", err)
 		return res
 	}
+	fmt.Printf("hubs read back at %s\n", fmtAt(time.Since(h.t0)))
 	byPos := map[pos]*hubEvent{}
 	ids := map[string]int{}
 	for i := range events {
@@ -104,14 +105,7 @@ func (h *harness) verify(ctx context.Context, prod *producer, aprod *avroProduce
 			res.hubDupIDs += n - 1
 		}
 	}
-	prod.mu.Lock()
-	for id := range prod.acked {
-		if ids[id] == 0 {
-			res.ackedLost = append(res.ackedLost, id)
-		}
-	}
-	prod.mu.Unlock()
-	sort.Strings(res.ackedLost)
+	res.ackedLost = prod.lost(ids)
 	if len(res.ackedLost) > 0 {
 		h.fail("the hub lost %d events it had acknowledged to the producer: %s", len(res.ackedLost), head(res.ackedLost, 20))
 	}
