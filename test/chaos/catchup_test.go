@@ -16,13 +16,26 @@ import (
 
 // hubLast returns each partition's last enqueued sequence number, as the
 // hub says (-1 for an empty partition).
-func (h *harness) hubLast(ctx context.Context) (map[string]int64, error) {
-	c, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", verifyGroup, nil)
+func (h *harness) hubLast(ctx context.Context, hub string) (map[string]int64, error) {
+	c, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.hubConn(hub), "", verifyGroup, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close(context.Background())
 	return h.hubLastWith(ctx, c)
+}
+
+// hubsLast is hubLast of every hub, by hub.
+func (h *harness) hubsLast(ctx context.Context) (map[string]map[string]int64, error) {
+	out := map[string]map[string]int64{}
+	for _, hub := range []string{hubName, avroHub} {
+		last, err := h.hubLast(ctx, hub)
+		if err != nil {
+			return nil, fmt.Errorf("hub %s: %w", hub, err)
+		}
+		out[hub] = last
+	}
+	return out, nil
 }
 
 // hubLastWith is hubLast through the client c (the partitions' monitor
@@ -56,7 +69,7 @@ func (h *harness) positions(ctx context.Context) (map[string]map[string]progress
 	}
 	for _, c := range connectors {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		cps, err := h.stores[c].ListCheckpoints(cctx, h.ns, hubName, c, nil)
+		cps, err := h.stores[c].ListCheckpoints(cctx, h.ns, hubOf(c), c, nil)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -219,7 +232,7 @@ func (h *harness) waitCaughtUp(producerStopped time.Time) time.Duration {
 // behind describes every (connector, partition) not yet at the hub's end,
 // with the owner of its lease.
 func (h *harness) behind() ([]string, error) {
-	last, err := h.hubLast(h.ctx)
+	lasts, err := h.hubsLast(h.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +242,7 @@ func (h *harness) behind() ([]string, error) {
 	}
 	var out []string
 	for _, c := range connectors {
+		last := lasts[hubOf(c)]
 		var owners map[string]string
 		for _, p := range h.parts {
 			pr := pos[c][p]

@@ -23,20 +23,21 @@ import (
 )
 
 // The connectors every replica runs; each reads through its own consumer
-// group, and the checks read the hub through a fourth.
+// group, and the checks read the hubs through one more.
 const (
 	connAppend  = "pg-append"
 	connUpsert  = "pg-upsert"
 	connParquet = "parquet"
 	connIceberg = "iceberg"
 	connDelta   = "delta"
+	connAuto    = "pg-auto" // reads the Avro hub (avro_test.go)
 	verifyGroup = "verify"
 	hubName     = "orders"
 	replicas    = 3
 	drain       = 20 * time.Second
 )
 
-var connectors = []string{connAppend, connUpsert, connParquet, connIceberg, connDelta}
+var connectors = []string{connAppend, connUpsert, connParquet, connIceberg, connDelta, connAuto}
 
 // TestChaos runs the matrix once per load-balancing strategy.
 func TestChaos(t *testing.T) {
@@ -197,11 +198,23 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 	}
 	defer client.Close(context.Background())
 	// the producer sends through both acts, and 10 s between them
-	prod := &producer{client: client, partitions: h.parts, perPart: k.events / k.partitions, duration: k.duration + 10*time.Second + h.act2Length(),
-		keys: 100, checkRows: k.checkRows, seed: k.seed, acked: map[string]bool{}}
+	prod := &producer{sender: sender{client: client}, partitions: h.parts, perPart: k.events / k.partitions, duration: k.duration + 10*time.Second + h.act2Length(),
+		keys: 100, checkRows: k.checkRows, seed: k.seed}
+	if h.emu.hubConn(avroHub) == h.emu.conn {
+		t.Fatalf("the emulator's connection string %q names no hub %s", h.emu.conn, hubName)
+	}
+	avroClient, err := azeventhubs.NewProducerClientFromConnectionString(h.emu.hubConn(avroHub), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer avroClient.Close(context.Background())
+	aprod, err := newAvroProducer(ctx, h, avroClient, max(1, prod.perPart/avroShare), prod.duration)
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	fmt.Printf("chaos matrix: mode=%s strategy=%s events=%d over %s (process and server faults) + %s (network partitions), %d partitions, 3 replicas x (%s), seed=%d, rows PostgreSQL rejects: %v\n",
-		k.mode, strategy, prod.perPart*k.partitions, k.duration, h.act2Length(), k.partitions, strings.Join(connectors, ", "), k.seed, k.checkRows)
+	fmt.Printf("chaos matrix: mode=%s strategy=%s events=%d (+%d Avro, schema v2 from %s) over %s (process and server faults) + %s (network partitions), %d partitions, 3 replicas x (%s), seed=%d, rows PostgreSQL rejects: %v\n",
+		k.mode, strategy, prod.perPart*k.partitions, aprod.perPart*k.partitions, fmtAt(aprod.switchAt), k.duration, h.act2Length(), k.partitions, strings.Join(connectors, ", "), k.seed, k.checkRows)
 
 	for i := range replicas {
 		r := &replica{h: h, name: fmt.Sprintf("r%d", i+1)}
@@ -225,15 +238,20 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 		}
 	})
 
-	prodDone := make(chan error, 1)
+	prodDone, avroDone := make(chan error, 1), make(chan error, 1)
 	go func() { prodDone <- prod.run(ctx) }()
+	go func() { avroDone <- aprod.run(ctx) }()
 	var faults sync.WaitGroup
 	h.scheduleFaults(&faults)
 	if err := <-prodDone; err != nil {
 		t.Fatalf("producer: %v", err)
 	}
+	if err := <-avroDone; err != nil {
+		t.Fatalf("Avro producer: %v", err)
+	}
 	producerStopped := time.Now()
-	fmt.Printf("producer done at %s: %d events acknowledged, %d failed sends retried\n", fmtAt(producerStopped.Sub(h.t0)), prod.sent, prod.sendErr)
+	fmt.Printf("producers done at %s: %d events acknowledged, %d failed sends retried; Avro: %d (%d with v2), %d failed sends retried\n",
+		fmtAt(producerStopped.Sub(h.t0)), prod.sent, prod.sendErr, aprod.sent, aprod.inV2, aprod.sendErr)
 	faults.Wait()
 	fmt.Printf("faults done at %s\n", fmtAt(time.Since(h.t0)))
 
@@ -265,12 +283,13 @@ func runMatrix(t *testing.T, k knobs, strategy string) {
 		}()
 	}
 	stops.Wait()
+	fmt.Printf("replicas stopped at %s\n", fmtAt(time.Since(h.t0)))
 
-	res := h.verify(ctx, prod)
+	res := h.verify(ctx, prod, aprod)
 	if n := len(h.exits); n > 0 {
 		h.fail("%d replica exits nobody asked for (each restarted after 1s, as a supervisor would): %s", n, head(h.exits, 10))
 	}
-	h.report(prod, caught, res)
+	h.report(prod, aprod, caught, res)
 	if len(h.violations) > 0 {
 		for _, v := range h.violations {
 			t.Error(v)
@@ -301,17 +320,23 @@ func (h *harness) openStores(ctx context.Context) error {
 func (h *harness) config(dsn, az, ehAddr string) string {
 	lb := fmt.Sprintf("{strategy: %s, update_interval: %s, ownership_expiration: %s}", h.strategy, h.k.updateInterval, h.k.expiration)
 	src := func(group string) string {
+		extra := ""
+		if hubOf(group) == avroHub {
+			// the registry is reached directly, not through a fault proxy
+			extra = fmt.Sprintf("      format: avro\n      registry: {type: azure, group: %s, subject: %s, url: %q, ca_file: %q}\n",
+				schemaGroup, schemaName, h.emu.registry, h.emu.caFile)
+		}
 		return fmt.Sprintf(`    source:
       connection: %q
       custom_endpoint: %s
       consumer_group: %s
-      start: earliest
+%s      start: earliest
       batch: {max_events: 500, max_wait: 500ms}
       load_balancing: %s
     checkpoint:
       blob: {connection: %q, container: chaos-ckpt}
     errors: {retry: {max_backoff: 5s}, sink_timeout: %s}
-`, h.emu.conn, ehAddr, group, lb, az, sinkTimeout)
+`, h.emu.hubConn(hubOf(group)), ehAddr, group, extra, lb, az, sinkTimeout)
 	}
 	cols := `        id: {from: $.id, type: text}
         k: {from: $.k, type: text}
@@ -347,8 +372,16 @@ connectors:
       columns:
 %s  - name: %s
 %s%s  - name: %s
-%s%s`, drain, lagInterval, connAppend, src(connAppend), dsn, cols, connUpsert, src(connUpsert), dsn, cols, connParquet, src(connParquet), h.outDir, cols,
-		connIceberg, src(connIceberg), h.icebergSink(dsn, cols), connDelta, src(connDelta), h.deltaSink(cols))
+%s%s  - name: %s
+%s    sink:
+      type: postgres
+      dsn: %q
+      table: public.%s
+      mode: append
+      create_table: true
+      columns: auto
+`, drain, lagInterval, connAppend, src(connAppend), dsn, cols, connUpsert, src(connUpsert), dsn, cols, connParquet, src(connParquet), h.outDir, cols,
+		connIceberg, src(connIceberg), h.icebergSink(dsn, cols), connDelta, src(connDelta), h.deltaSink(cols), connAuto, src(connAuto), dsn, autoTable)
 }
 
 func createTables(ctx context.Context, dsn string) error {
@@ -394,7 +427,7 @@ func (h *harness) ownedBy(ctx context.Context, procName string) string {
 func (h *harness) listOwnership(ctx context.Context, conn string) ([]azeventhubs.Ownership, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	owns, err := h.stores[conn].ListOwnership(ctx, h.ns, hubName, conn, nil)
+	owns, err := h.stores[conn].ListOwnership(ctx, h.ns, hubOf(conn), conn, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,11 @@
 // Package chaos_test is the chaos matrix: three `ehsink run` replicas (a
-// PostgreSQL append, a PostgreSQL upsert, a Parquet and an Iceberg
-// connector each, the Iceberg catalog in PostgreSQL, checkpoints in
-// Azurite) read an emulator running as its own process while
-// a producer sends events, poison ones among them, and faults are applied,
+// PostgreSQL append, a PostgreSQL upsert, a Parquet, an Iceberg and a
+// Delta connector each on a hub of JSON events, and a PostgreSQL append
+// with `columns: auto` on a hub of Avro events; the Iceberg catalog in
+// PostgreSQL, checkpoints in Azurite) read an emulator running as its own
+// process (with its schema registry) while producers send events, poison
+// ones among them, the Avro ones switching to a schema that adds a field
+// in the middle of act 1, and faults are applied,
 // several at once: kill -9 of replicas, a SIGTERM restart, PostgreSQL,
 // Azurite and the emulator crashed and restarted, the emulator's admin
 // faults, a failure during a partition claim, a replica started while its
@@ -12,8 +15,8 @@
 // latency, bandwidth, during a rebalance, every replica from PostgreSQL),
 // while a monitor checks that no partition stays unread longer than its
 // scenario's bound while a healthy replica exists. Once every partition is
-// caught up with the hub, the output is checked against the hub, read back
-// through its own consumer group.
+// caught up with its hub, the output is checked against the hubs, read back
+// through their own consumer group.
 //
 // `make chaos-short` (EHSINK_CHAOS=short) runs the short matrix, `make
 // chaos` the full one, and `make test` the short one for one strategy

@@ -179,10 +179,10 @@ func (h *harness) azuriteKill() {
 }
 
 // emulatorKill kills the emulator and starts it again on the same data
-// dir; the hub must keep every event it had acknowledged.
+// dir; the hubs must keep every event they had acknowledged.
 func (h *harness) emulatorKill() {
 	t0 := time.Now()
-	before, _ := h.hubLast(h.ctx)
+	before, _ := h.hubsLast(h.ctx)
 	p := h.emu.current()
 	p.kill9()
 	h.sleep(3 * time.Second)
@@ -192,14 +192,16 @@ func (h *harness) emulatorKill() {
 		return
 	}
 	lasted := time.Since(t0)
-	after, err := h.hubLast(h.ctx)
+	after, err := h.hubsLast(h.ctx)
 	var shrunk []string
-	for id, b := range before {
-		if a, ok := after[id]; ok && a < b {
-			shrunk = append(shrunk, fmt.Sprintf("partition %s last seq %d -> %d", id, b, a))
+	for hub, parts := range before {
+		for id, b := range parts {
+			if a, ok := after[hub][id]; ok && a < b {
+				shrunk = append(shrunk, fmt.Sprintf("%s partition %s last seq %d -> %d", hub, id, b, a))
+			}
 		}
 	}
-	h.record(t0, "emulator kill -9", p.name, lasted, len(shrunk) > 0 || err != nil, "restarted on its data dir; hub %s",
+	h.record(t0, "emulator kill -9", p.name, lasted, len(shrunk) > 0 || err != nil, "restarted on its data dir; hubs %s",
 		map[bool]string{true: "kept every event (last sequence numbers did not go back)", false: "went back: " + strings.Join(shrunk, ", ")}[len(shrunk) == 0 && err == nil])
 }
 

@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -290,12 +291,16 @@ func (m *unreadMonitor) run(ctx context.Context) {
 	}
 	// Not the verify group: it is the read-back's (and the emulator
 	// defect the read-back met may be tied to a group's state).
-	hub, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", azeventhubs.DefaultConsumerGroup, nil)
-	if err != nil {
-		h.fail("partitions' monitor: %v", err)
-		return
+	hubs := map[string]*azeventhubs.ConsumerClient{}
+	for _, name := range []string{hubName, avroHub} {
+		hub, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.hubConn(name), "", azeventhubs.DefaultConsumerGroup, nil)
+		if err != nil {
+			h.fail("partitions' monitor: %v", err)
+			return
+		}
+		defer hub.Close(context.Background())
+		hubs[name] = hub
 	}
-	defer hub.Close(context.Background())
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastOK, lastErr := time.Now(), error(nil)
@@ -311,11 +316,7 @@ func (m *unreadMonitor) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		last, err := h.hubLastWith(ctx, hub)
-		var pos map[string]map[string]progress
-		if err == nil {
-			pos, err = h.sinkPositions(ctx)
-		}
+		lasts, pos, err := h.sample(ctx, hubs)
 		if err != nil {
 			lastErr = err
 			continue
@@ -330,6 +331,7 @@ func (m *unreadMonitor) run(ctx context.Context) {
 		lastOK = time.Now()
 		now := time.Now()
 		for _, c := range connectors {
+			last := lasts[hubOf(c)]
 			for _, p := range h.parts {
 				s := pos[c][p].sink
 				if s > seen[c][p] || s >= last[p] {
@@ -339,6 +341,32 @@ func (m *unreadMonitor) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// sample reads the hubs' ends and the sinks' positions at once: one
+// after the other, a sample on a loaded machine outlasted the monitor's
+// 3 s between looks.
+func (h *harness) sample(ctx context.Context, hubs map[string]*azeventhubs.ConsumerClient) (map[string]map[string]int64, map[string]map[string]progress, error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	lasts := map[string]map[string]int64{}
+	var errs []error
+	for name, hub := range hubs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last, err := h.hubLastWith(ctx, hub)
+			mu.Lock()
+			defer mu.Unlock()
+			lasts[name] = last
+			if err != nil {
+				errs = append(errs, fmt.Errorf("hub %s: %w", name, err))
+			}
+		}()
+	}
+	pos, err := h.sinkPositions(ctx)
+	wg.Wait()
+	return lasts, pos, errors.Join(append(errs, err)...)
 }
 
 // longest returns the longest stretch of the connectors that overlaps

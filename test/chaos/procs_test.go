@@ -132,29 +132,42 @@ func freePort() (int, error) {
 }
 
 // emulatorProc runs `ehsink emulator` on fixed ports and a data dir, so that
-// a restart serves the same hub at the same address.
+// a restart serves the same hubs, and the same schema registry, at the
+// same addresses.
 type emulatorProc struct {
 	port, adminPort int
+	registry        string // the schema registry's URL
+	caFile          string // the certificate its clients trust
 	dataDir, logDir string
 	args            []string
 	mu              sync.Mutex // guards cur and gen
 	cur             *proc
 	gen             int
-	conn            string // connection string of the hub
+	conn            string // connection string of the JSON hub (hubName)
 }
 
 func newEmulator(runDir string, partitions int, groups []string) (*emulatorProc, error) {
-	port, err := freePort()
+	var ports [4]int // AMQP, admin, schema registry, AMQPS (which nothing uses)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	// One certificate for every generation: a replica trusts the file it
+	// read at its start, and the emulator is restarted under it.
+	cert, key, err := writeCertificate(runDir)
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	e := &emulatorProc{port: port, adminPort: admin, dataDir: filepath.Join(runDir, "emulator"), logDir: runDir}
-	e.args = []string{"emulator", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--hub", fmt.Sprintf("orders=%d", partitions),
-		"--data-dir", e.dataDir, "--admin", fmt.Sprintf("127.0.0.1:%d", admin), "--log-level", "warn"}
+	e := &emulatorProc{port: ports[0], adminPort: ports[1], registry: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), caFile: cert,
+		dataDir: filepath.Join(runDir, "emulator"), logDir: runDir}
+	e.args = []string{"emulator", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--hub", fmt.Sprintf("%s=%d", hubName, partitions), "--hub", fmt.Sprintf("%s=%d", avroHub, partitions),
+		"--schema-registry", fmt.Sprintf("127.0.0.1:%d", ports[2]), "--tls-cert", cert, "--tls-key", key,
+		"--tls-listen", fmt.Sprintf("127.0.0.1:%d", ports[3]), "--tls-cert-out", filepath.Join(runDir, "emulator-ca.pem"),
+		"--data-dir", e.dataDir, "--admin", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--log-level", "warn"}
 	for _, g := range groups {
 		e.args = append(e.args, "--consumer-group", g)
 	}

@@ -47,6 +47,7 @@ type outcome struct {
 }
 
 type results struct {
+	auto      autoStats
 	hubEvents int
 	hubDupIDs int
 	ackedLost []string
@@ -56,11 +57,17 @@ type results struct {
 	hubKinds  [3]int
 }
 
-// verify reads the hub back through its own consumer group and compares
-// every sink with it.
-func (h *harness) verify(ctx context.Context, prod *producer) *results {
+// verify reads the hubs back through their own consumer group and
+// compares every sink with them.
+func (h *harness) verify(ctx context.Context, prod *producer, aprod *avroProducer) *results {
 	res := &results{byConn: map[string]*outcome{}}
-	events, err := h.readHub(ctx)
+	read := func() (events []hubEvent, avroEvents []avroEvent, err error) {
+		if events, err = h.readHub(ctx); err == nil {
+			avroEvents, err = h.readAvroHub(ctx, aprod)
+		}
+		return events, avroEvents, err
+	}
+	events, avroEvents, err := read()
 	if err != nil && strings.Contains(err.Error(), "nothing after seq") {
 		// An emulator defect, seen after the network partitions: one
 		// partition served to no reader, a new connection included,
@@ -74,13 +81,14 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 		p.signal(syscall.SIGQUIT)
 		<-p.done
 		if err = h.emu.start(ctx); err == nil {
-			events, err = h.readHub(ctx)
+			events, avroEvents, err = read()
 		}
 	}
 	if err != nil {
 		h.fail("reading the hub back: %v", err)
 		return res
 	}
+	fmt.Printf("hubs read back at %s\n", fmtAt(time.Since(h.t0)))
 	byPos := map[pos]*hubEvent{}
 	ids := map[string]int{}
 	for i := range events {
@@ -97,14 +105,7 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 			res.hubDupIDs += n - 1
 		}
 	}
-	prod.mu.Lock()
-	for id := range prod.acked {
-		if ids[id] == 0 {
-			res.ackedLost = append(res.ackedLost, id)
-		}
-	}
-	prod.mu.Unlock()
-	sort.Strings(res.ackedLost)
+	res.ackedLost = prod.lost(ids)
 	if len(res.ackedLost) > 0 {
 		h.fail("the hub lost %d events it had acknowledged to the producer: %s", len(res.ackedLost), head(res.ackedLost, 20))
 	}
@@ -177,6 +178,8 @@ func (h *harness) verify(ctx context.Context, prod *producer) *results {
 	}
 	// PostgreSQL upsert: every key at its latest valid version.
 	res.byConn[connUpsert] = h.compareUpsert(ctx, conn, latest)
+	// PostgreSQL, columns: auto: every Avro event once, with its values.
+	h.compareAuto(ctx, conn, avroEvents, aprod, res)
 
 	// Dead letters.
 	dls, err := pgDeadLetters(ctx, conn)
@@ -212,25 +215,43 @@ func head(s []string, n int) string {
 	return strings.Join(s, ", ")
 }
 
-// readHub reads every partition from its start to its last enqueued event.
+// readHub reads the JSON hub back, classifying each event.
 func (h *harness) readHub(ctx context.Context) ([]hubEvent, error) {
-	last, err := h.hubLast(ctx)
+	var out []hubEvent
+	err := h.readPartitions(ctx, hubName, func(p string, e *azeventhubs.ReceivedEventData) {
+		k, b := classify(e.Body)
+		if k == mapPoison && strings.HasPrefix(string(e.Body), "not json: ") {
+			b.ID = strings.TrimPrefix(string(e.Body), "not json: ")
+		}
+		if k == mapPoison && b.ID == "" {
+			var raw struct{ ID string }
+			_ = json.Unmarshal(e.Body, &raw)
+			b.ID = raw.ID
+		}
+		out = append(out, hubEvent{pos: pos{p, e.SequenceNumber}, kind: k, body: b})
+	})
+	return out, err
+}
+
+// readPartitions reads every partition of hub from its start to its last
+// enqueued event, in order, handing each event to each.
+func (h *harness) readPartitions(ctx context.Context, hub string, each func(part string, e *azeventhubs.ReceivedEventData)) error {
+	last, err := h.hubLast(ctx, hub)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", verifyGroup, nil)
+	c, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.hubConn(hub), "", verifyGroup, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.Close(context.Background())
-	var out []hubEvent
 	for _, p := range h.parts {
 		if last[p] < 0 {
 			continue
 		}
 		pc, err := c.NewPartitionClient(p, &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: to(true)}})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		next := int64(-1)
 		retried := false
@@ -243,22 +264,22 @@ func (h *harness) readHub(ctx context.Context) ([]hubEvent, error) {
 			cancel()
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				pc.Close(context.Background())
-				return nil, fmt.Errorf("partition %s after seq %d: %w", p, next, err)
+				return fmt.Errorf("%s partition %s after seq %d: %w", hub, p, next, err)
 			}
 			if len(evs) == 0 && err != nil {
 				pc.Close(context.Background())
 				if retried {
-					return nil, fmt.Errorf("partition %s: nothing after seq %d, last is %d (twice, the second time through a new connection)", p, next, last[p])
+					return fmt.Errorf("%s partition %s: nothing after seq %d, last is %d (twice, the second time through a new connection)", hub, p, next, last[p])
 				}
 				// Seen after the full matrix: a receiver on the emulator
 				// got nothing at all while a new connection reads the
 				// same partition. Said, not hidden: one more try on a
 				// connection of its own.
-				fmt.Printf("reading the hub back: partition %s gave nothing after seq %d within 20 s; trying once more through a new connection\n", p, next)
+				fmt.Printf("reading the hub back: %s partition %s gave nothing after seq %d within 20 s; trying once more through a new connection\n", hub, p, next)
 				retried = true
-				c2, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.conn, "", verifyGroup, nil)
+				c2, err := azeventhubs.NewConsumerClientFromConnectionString(h.emu.hubConn(hub), "", verifyGroup, nil)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				defer c2.Close(context.Background())
 				start := azeventhubs.StartPosition{Earliest: to(true)}
@@ -266,30 +287,21 @@ func (h *harness) readHub(ctx context.Context) ([]hubEvent, error) {
 					start = azeventhubs.StartPosition{SequenceNumber: to(next)}
 				}
 				if pc, err = c2.NewPartitionClient(p, &azeventhubs.PartitionClientOptions{StartPosition: start}); err != nil {
-					return nil, err
+					return err
 				}
 				continue
 			}
 			for _, e := range evs {
 				if e.SequenceNumber != next+1 && next >= 0 {
-					h.fail("the hub's partition %s jumps from seq %d to %d", p, next, e.SequenceNumber)
+					h.fail("hub %s partition %s jumps from seq %d to %d", hub, p, next, e.SequenceNumber)
 				}
 				next = e.SequenceNumber
-				k, b := classify(e.Body)
-				if k == mapPoison && strings.HasPrefix(string(e.Body), "not json: ") {
-					b.ID = strings.TrimPrefix(string(e.Body), "not json: ")
-				}
-				if k == mapPoison && b.ID == "" {
-					var raw struct{ ID string }
-					_ = json.Unmarshal(e.Body, &raw)
-					b.ID = raw.ID
-				}
-				out = append(out, hubEvent{pos: pos{p, e.SequenceNumber}, kind: k, body: b})
+				each(p, e)
 			}
 		}
 		pc.Close(context.Background())
 	}
-	return out, nil
+	return nil
 }
 
 func to[T any](v T) *T { return &v }
