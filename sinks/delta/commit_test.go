@@ -380,3 +380,24 @@ func raceFlushes(t *testing.T, sinksOf []*sink, n int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatermarkCarriesTheOffset: a partition's watermark read back at Open
+// has the offset of its last committed event, so that the runner can
+// checkpoint a partition claimed after a commit nobody checkpointed, with
+// no event to come (a checkpoint needs the offset).
+func TestWatermarkCarriesTheOffset(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	w, _, err := newTestSink(t, dir, nil).Open(testCtx(t), "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := sinktest.Events("0", 0, 9)
+	writeFlush(t, w, events)
+	_, wm, err := newTestSink(t, dir, nil).Open(testCtx(t), "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := events[len(events)-1]; wm == nil || wm.SequenceNumber != want.SequenceNumber || wm.Offset != want.Offset {
+		t.Fatalf("watermark at open %+v, want sequence number %d and offset %q", wm, want.SequenceNumber, want.Offset)
+	}
+}

@@ -22,6 +22,8 @@
 //	appId = ehsink/<connector>/<namespace>/<eventhub>/<consumergroup>/<partition>
 //	version = the sequence number of the last event committed
 //
+// with a second txn, appId ehsink-offset/<the same>, whose version is
+// that event's offset (-1 if not a number: a checkpoint needs it too),
 // and commitInfo. The data and the watermark become visible in one file.
 // Open reads the partition's txn from the log (the sink is authoritative
 // on resume). When another writer created the version first, the sink

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,6 +456,23 @@ func appID(info sinks.Info, partition string) string {
 	return strings.Join([]string{"ehsink", info.Connector, info.Namespace, info.EventHub, info.ConsumerGroup, partition}, "/")
 }
 
+// offsetApp is the appId of the txn whose version is the offset of the
+// last event a partition's commit holds (-1 for an offset that is not a
+// number), moved in the same commit as the partition's own txn (app). The
+// offset is what a checkpoint needs besides the sequence number: with it
+// the runner checkpoints a partition claimed right after a commit that
+// was not checkpointed, even if no event comes after. Its prefix is not
+// the partitions' ("ehsink/"), so no reader takes it for a watermark.
+func offsetApp(app string) string { return "ehsink-offset" + strings.TrimPrefix(app, "ehsink") }
+
+// offsetVersion is the txn version offsetApp's txn holds for offset.
+func offsetVersion(offset string) int64 {
+	if v, err := strconv.ParseInt(offset, 10, 64); err == nil && v >= 0 {
+		return v
+	}
+	return -1
+}
+
 // fileTag names a connector's data files: a short hash of the stream it
 // reads (connector, namespace, event hub, consumer group), so that the
 // sink removes only its own orphans (vacuum).
@@ -526,10 +544,11 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	s.mu.Lock()
 	err := s.dlog.Update(ctx, s.snap)
 	snap := s.snap
-	var v int64
-	var ok bool
+	var v, off int64
+	var ok, hasOff bool
 	if err == nil {
 		v, ok = snap.TxnVersion(appID(s.info, partition))
+		off, hasOff = snap.TxnVersion(offsetApp(appID(s.info, partition)))
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -545,6 +564,9 @@ func (s *sink) Open(ctx context.Context, partition string) (sinks.Writer, *sinks
 	}
 	if ok {
 		w.watermark = &sinks.Position{SequenceNumber: v}
+		if hasOff && off >= 0 {
+			w.watermark.Offset = strconv.FormatInt(off, 10)
+		}
 	}
 	return w, w.watermark, nil
 }

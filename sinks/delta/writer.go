@@ -509,6 +509,7 @@ func (s *sink) commitGroup(ctx context.Context, group []*commitReq) {
 		for _, r := range members {
 			if r.app != "" {
 				actions = append(actions, deltalog.Action{Txn: &deltalog.Txn{AppID: r.app, Version: r.pos.SequenceNumber, LastUpdated: &now}})
+				actions = append(actions, deltalog.Action{Txn: &deltalog.Txn{AppID: offsetApp(r.app), Version: offsetVersion(r.pos.Offset), LastUpdated: &now}})
 			}
 		}
 		for _, r := range members {
