@@ -150,7 +150,8 @@ func TestDuckDBReadsCheckpoint(t *testing.T) {
 		string_agg(txn.appId || '=' || txn.version::VARCHAR, ',' ORDER BY txn.appId) AS txns
 		FROM read_parquet('%s')`, cp))
 	want := map[string]any{"adds": float64(4), "stats": float64(4), "r": float64(1), "w": float64(2), "pc": "partition",
-		"txns": appID(testInfo, "0") + "=19," + appID(testInfo, "1") + "=19"}
+		"txns": offsetApp(appID(testInfo, "0")) + "=19000," + offsetApp(appID(testInfo, "1")) + "=19000," +
+			appID(testInfo, "0") + "=19," + appID(testInfo, "1") + "=19"}
 	for k, v := range want {
 		if len(rows) != 1 || rows[0][k] != v {
 			t.Fatalf("DuckDB read the checkpoint as %v; want %s = %v", rows, k, v)
