@@ -39,7 +39,6 @@ type copyEncoder struct {
 	m     *pgtype.Map // the type map plans belong to
 	plans []colPlan
 	buf   []byte
-	rd    bytes.Reader
 	// for the upsert's arrays (encodeArrays): where each ends in buf,
 	// the parameters, their formats
 	ends    []int
@@ -81,12 +80,14 @@ func (e *copyEncoder) copyRows(ctx context.Context, conn *pgx.Conn, table pgx.Id
 		_, err := conn.CopyFrom(ctx, table, cols, &rowSource{rows: rows, i: -1})
 		return err
 	}
-	e.rd.Reset(e.buf)
-	_, err = conn.PgConn().CopyFrom(ctx, &e.rd, sql)
-	if cap(e.buf) > maxKeptCopyBuf {
+	_, err = conn.PgConn().CopyFrom(ctx, bytes.NewReader(e.buf), sql)
+	if err != nil || cap(e.buf) > maxKeptCopyBuf {
+		// pgconn reads the payload in a goroutine of its own, which a
+		// failed CopyFrom (a cancelled context, a dead connection) may
+		// return before: the buffer it may still read is let go, never
+		// written again (the race detector saw a reused reader).
 		e.buf = nil
 	}
-	e.rd.Reset(nil)
 	return err
 }
 
