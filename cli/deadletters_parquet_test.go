@@ -81,15 +81,7 @@ connectors:
 	first := writeIn(t, dir, "first.yaml", config("decimal(4,2)", ""))
 	fixed := writeIn(t, dir, "fixed.yaml", config("decimal(7,2)", `
     filter: {drop: "$.test == true"}`))
-	events := writeIn(t, dir, "events.jsonl", strings.Join([]string{
-		`{"id":"o-1","amount":12.5}`,
-		`{"id":"o-2","amount":1234.5}`,
-		`{"id":"o-3","amount":3}`,
-		`{"id":"o-4","amount":99999.99}`,
-		`{"amount":5}`,
-		`{"id":"t-1","amount":500,"test":true}`,
-		`{"id":"o-7","amount":7}`,
-	}, "\n")+"\n")
+	events := amountEvents(t, dir)
 
 	// rows reads every data file: "id|amount|seq" by seq; partition 0's
 	// data file names, apart.

@@ -63,15 +63,7 @@ func TestDeadLettersReplayAfterTheFix(t *testing.T) {
 	first := writeIn(t, dir, "first.yaml", deadLetterConfig(dir, listen, dsn, "numeric(4,2)", ""))
 	fixed := writeIn(t, dir, "fixed.yaml", deadLetterConfig(dir, listen, dsn, "numeric(7,2)", `
     filter: {drop: "$.test == true"}`))
-	events := writeIn(t, dir, "events.jsonl", strings.Join([]string{
-		`{"id":"o-1","amount":12.5}`,
-		`{"id":"o-2","amount":1234.5}`,
-		`{"id":"o-3","amount":3}`,
-		`{"id":"o-4","amount":99999.99}`,
-		`{"amount":5}`,
-		`{"id":"t-1","amount":500,"test":true}`,
-		`{"id":"o-7","amount":7}`,
-	}, "\n")+"\n")
+	events := amountEvents(t, dir)
 
 	count := func(q string) int {
 		t.Helper()
@@ -351,4 +343,20 @@ func TestDeadLettersUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 		}
 	}
+}
+
+// amountEvents writes the events file of the dead-letter tests whose
+// first mapping's decimal is too narrow: it refuses o-2, o-4 and t-1, a
+// test event the corrected config's filter drops; the event without an id
+// is refused by both mappings.
+func amountEvents(t *testing.T, dir string) string {
+	return writeIn(t, dir, "events.jsonl", strings.Join([]string{
+		`{"id":"o-1","amount":12.5}`,
+		`{"id":"o-2","amount":1234.5}`,
+		`{"id":"o-3","amount":3}`,
+		`{"id":"o-4","amount":99999.99}`,
+		`{"amount":5}`,
+		`{"id":"t-1","amount":500,"test":true}`,
+		`{"id":"o-7","amount":7}`,
+	}, "\n")+"\n")
 }

@@ -2,6 +2,7 @@ package deadletters
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/ehsink/ehsink/sinks"
@@ -41,6 +42,15 @@ type Filter struct {
 	ID int64
 	// Replayed also selects letters already replayed.
 	Replayed bool
+}
+
+// Selects reports whether f selects l (the connector aside: a store reads
+// its own).
+func (f Filter) Selects(l *Letter) bool {
+	return (f.Reason == "" || strings.Contains(l.Reason, f.Reason)) &&
+		(f.Since.IsZero() || !l.FailedAt.Before(f.Since)) &&
+		(f.ID == 0 || f.ID == l.ID) &&
+		(f.Replayed || l.ReplayedAt == nil)
 }
 
 // Count is how many letters share a connector, partition and reason.
