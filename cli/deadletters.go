@@ -202,10 +202,13 @@ func openLetterStore(ctx context.Context, spec *connector.Spec, log *slog.Logger
 	if cfg == nil {
 		cfg = driver.NewConfig()
 	}
-	// Namespace stays empty: a replay stores no new letter and moves no
-	// partition's watermark, the two things the sink keys by it (a replay
-	// through the sink's writers moves only its own replay partitions').
-	info := sinks.Info{Connector: spec.Name, EventHub: spec.Source.EventHub, ConsumerGroup: spec.Source.ConsumerGroup, Logger: log.With("connector", spec.Name)}
+	// The sink is told what the running connector's is (the event hub
+	// may come from the connection string's EntityPath), so that it reads
+	// the same letters.
+	info, err := connector.SinkInfo(*spec, log.With("connector", spec.Name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("source.connection: %w", err)
+	}
 	sink, err := driver.New(ctx, cfg, info)
 	if err != nil {
 		return nil, nil, err

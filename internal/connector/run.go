@@ -286,6 +286,19 @@ func resolveSource(spec Spec, env *environment, log *slog.Logger) (conn secret.S
 	return conn, info, actualNamespace, nil
 }
 
+// SinkInfo is the Info the runner gives spec's sink (the namespace and
+// event hub worked out as resolveSource does, the connection string's
+// EntityPath included), for a command that builds the sink without
+// running the connector (ehsink deadletters): the sink then reads and
+// keys what the running connector's sink does.
+func SinkInfo(spec Spec, log *slog.Logger) (sinks.Info, error) {
+	if spec.Source.Connection.Reveal() == EmulatorConnection {
+		return sinks.Info{Connector: spec.Name, Namespace: EmulatorNamespace, EventHub: spec.Source.EventHub, ConsumerGroup: spec.Source.ConsumerGroup, Logger: log}, nil
+	}
+	_, info, _, err := resolveSource(spec, nil, log)
+	return info, err
+}
+
 // openStore opens the connector's checkpoint store, retrying while it
 // cannot be reached, and keeps checkpoints under the namespace the sink is
 // told (alias) when the namespace dialled (actual) differs, as it does for
