@@ -93,6 +93,7 @@ type recorder struct {
 	lost     map[string]int // ownership losses seen per partition
 	claims   map[string]int
 	want     int
+	done     int // events handled whole (checkpointed, unless noCkpt)
 	reached  chan struct{}
 	once     sync.Once
 	noCkpt   bool
@@ -145,7 +146,6 @@ func (r *recorder) handle(ctx context.Context, p *source.Partition) error {
 		r.mu.Lock()
 		r.events = append(r.events, batch...)
 		r.byPart[p.ID()] = append(r.byPart[p.ID()], batch...)
-		n := len(r.events)
 		r.mu.Unlock()
 		if r.afterAdd != nil {
 			r.afterAdd(p, batch)
@@ -166,6 +166,13 @@ func (r *recorder) handle(ctx context.Context, p *source.Partition) error {
 		if r.afterCommit != nil {
 			r.afterCommit(p, batch)
 		}
+		// Counted once checkpointed: a test that stops at want finds
+		// every batch's checkpoint stored, not one still in flight on
+		// another partition.
+		r.mu.Lock()
+		r.done += len(batch)
+		n := r.done
+		r.mu.Unlock()
 		if r.want > 0 && n >= r.want {
 			r.once.Do(func() { close(r.reached) })
 		}
