@@ -69,7 +69,7 @@ connectors:
 
 	bound := 2*lag + expiration + 2*update + 5*time.Second
 	proxy.Set(faultproxy.Fault{Blackhole: true})
-	longest, longestPart := watchCommits(t, ctx, events, bound, map[string]chan error{"A": doneA, "B": doneB}, nil, regA, regB)
+	longest, longestPart := watchCommits(t, ctx, dsn, events, bound, map[string]chan error{"A": doneA, "B": doneB}, nil, regA, regB)
 	t.Logf("A's Event Hubs blackholed: longest partition without a commit: partition %s, %s (bound %s); B committed %v",
 		longestPart, longest.Round(time.Millisecond), bound, committedByPartition(t, regB))
 	if owned := sumMetric(t, regA, "ehsink_partitions_owned", "pg"); owned != 0 {
