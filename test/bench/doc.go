@@ -41,7 +41,12 @@
 // writes a CPU and a heap profile of each ehsink run (the CPU profile over
 // its first PPROF_SECONDS, default 20: set it below the run's length, or
 // there is none); LOGS=DIR keeps each
-// ehsink run's log, at debug level.
+// ehsink run's log, at debug level; PIN=1 runs every measured process
+// (drains, pipelines, ehsink) on CPU 0 and the emulator and PostgreSQL on
+// CPU 1 (taskset), so that no measured process shares its core with a
+// server. An ehsink row's CPU per event shows, in brackets, the figure
+// after its start (the CPU it spent before its operations API answered,
+// about 0.2 s, left out).
 // EHSINK_BENCH_BASE_BIN=PATH[,PATH...] adds each ehsink run made with other
 // binaries (an earlier commit's, built in its own worktree), named in
 // their rows after their commit, against the same baselines; REPEAT=N

@@ -44,8 +44,15 @@ type child struct {
 
 // startChild starts name args with env added, stdout piped, stdin piped
 // (closing it tells a drain child to exit) and stderr kept for failures.
+//
+// With PIN set, the child runs on CPU 0 (taskset execs it, so its PID is
+// the child's): what is measured gets one core, and pinServers gives the
+// emulator and PostgreSQL the other.
 func startChild(b *testing.B, env []string, name string, args ...string) *child {
 	b.Helper()
+	if os.Getenv("PIN") != "" {
+		name, args = "taskset", append([]string{"-c", "0", name}, args...)
+	}
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	c := &child{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
@@ -224,6 +231,32 @@ func buildEhsink(b *testing.B) string {
 		b.Fatalf("go build ./cmd/ehsink: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// pinServers moves the emulator (every thread of pid emu) and PostgreSQL
+// (the postmaster pm and its processes; backends started later inherit it)
+// to CPU 1, when PIN is set.
+func pinServers(b *testing.B, emu, pm int) {
+	b.Helper()
+	if os.Getenv("PIN") == "" {
+		return
+	}
+	if pm <= 0 {
+		b.Fatal("PIN: PostgreSQL's postmaster was not found")
+	}
+	pids := []int{emu, pm}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && parentPID(pid) == pm {
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", "1", strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			b.Fatalf("PIN: taskset on %d: %v\n%s", pid, err, out)
+		}
+	}
+	b.Logf("PIN: what is measured runs on CPU 0; the emulator and PostgreSQL (%d processes) on CPU 1", len(pids)-1)
 }
 
 // startEmulator starts `ehsink emulator` with the given hubs and returns
