@@ -21,8 +21,9 @@ import (
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	_ "github.com/apache/iceberg-go/io/gocloud/azure" // abfs:// and wasb:// warehouses
 	"github.com/apache/iceberg-go/table"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for a sql catalog on PostgreSQL
-	_ "modernc.org/sqlite"             // database/sql driver "sqlite", pure Go (no cgo)
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for a sql catalog on PostgreSQL
+	_ "modernc.org/sqlite"           // database/sql driver "sqlite", pure Go (no cgo)
 
 	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/internal/table/mapping"
@@ -270,9 +271,9 @@ func (s *sink) openCatalog(ctx context.Context) error {
 		if loc != "" {
 			props["warehouse"] = loc
 		}
-		dialect, driverName, dsn := sqlcat.Postgres, "pgx", cc.URI.Reveal()
+		dialect, dsn := sqlcat.Postgres, cc.URI.Reveal()
 		if cc.Driver == "sqlite" {
-			dialect, driverName = sqlcat.SQLite, "sqlite"
+			dialect = sqlcat.SQLite
 			if dir := filepath.Dir(dsn); dir != "" {
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					return fmt.Errorf("catalog.uri: %w", err)
@@ -282,7 +283,12 @@ func (s *sink) openCatalog(ctx context.Context) error {
 			// wait for the database's lock rather than fail at once.
 			dsn = "file:" + dsn + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 		}
-		db, err := sql.Open(driverName, dsn)
+		var db *sql.DB
+		if cc.Driver == "sqlite" {
+			db, err = sql.Open("sqlite", dsn)
+		} else {
+			db, err = openPostgresCatalog(dsn)
+		}
 		if err != nil {
 			return fmt.Errorf("catalog: open %s database: %w", cc.Driver, err)
 		}
@@ -318,6 +324,39 @@ func (s *sink) openCatalog(ctx context.Context) error {
 		s.cat = cat
 	}
 	return nil
+}
+
+// catalogIdleInTransaction is the idle_in_transaction_session_timeout of
+// a PostgreSQL catalog's sessions. A table's commit updates its catalog
+// row in a transaction; a replica whose path to the server goes half-open
+// between that UPDATE and its COMMIT leaves the transaction open on the
+// server, holding the row's lock, and every other replica's commit to the
+// table waits behind it until the server's TCP notices the dead client
+// (two hours by default; the chaos matrix saw every Iceberg partition of
+// the healthy replicas unread for as long as the fault lasted). The
+// server ends such a session after this long, rolling it back. A commit
+// sends its statements back to back, so only a client that stopped
+// answering reaches it.
+const catalogIdleInTransaction = 10 * time.Second
+
+// openPostgresCatalog opens the sql catalog's PostgreSQL database with
+// its sessions named (application_name ehsink) and ended by the server
+// when idle in a transaction for catalogIdleInTransaction. Parameters the
+// URI sets are kept.
+func openPostgresCatalog(dsn string) (*sql.DB, error) {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]string{
+		"application_name":                    "ehsink",
+		"idle_in_transaction_session_timeout": fmt.Sprint(catalogIdleInTransaction.Milliseconds()),
+	} {
+		if _, set := cc.RuntimeParams[name]; !set {
+			cc.RuntimeParams[name] = v
+		}
+	}
+	return stdlib.OpenDB(*cc), nil
 }
 
 func (s *sink) closeCatalog() {
