@@ -2,10 +2,14 @@ package postgres
 
 import (
 	"context"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ehsink/ehsink/internal/netdial"
+	"github.com/ehsink/ehsink/sinks"
 )
 
 // A half-open path can leave a sink session in the middle of a COPY: the
@@ -83,7 +87,9 @@ func (s *sink) endOrphans(ctx context.Context, pid uint32, partition string) {
 }
 
 func (s *sink) queryOrphans(ctx context.Context, pid uint32, ended func(orphan int32, began time.Duration, ok bool)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+	cc := s.pool.Config().ConnConfig.Copy()
+	cc.DialFunc = dialAnswers
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return err
 	}
@@ -100,4 +106,34 @@ func (s *sink) queryOrphans(ctx context.Context, pid uint32, ended func(orphan i
 		return nil
 	})
 	return err
+}
+
+// dialAnswers dials the check's connection, which reports to the commit
+// it serves (sinks.Progress) only what the server sends. A half-open path
+// takes a new connection's writes too (a proxy or load balancer that
+// accepts the connection, then forwards nothing): counted as progress,
+// the startup message of each check, one a second, kept the commit of a
+// replica cut off from PostgreSQL "answering" until its call's bound
+// (20 s in the chaos matrix) instead of errors.sink_timeout (5 s), and
+// its partitions went unread the difference longer.
+func dialAnswers(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := netdial.Dialer().DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &answers{Conn: c, progress: sinks.Progress(ctx)}, nil
+}
+
+// answers is a connection that reports the reads that returned data.
+type answers struct {
+	net.Conn
+	progress func() // nil: nobody listens
+}
+
+func (a *answers) Read(p []byte) (int, error) {
+	n, err := a.Conn.Read(p)
+	if n > 0 && a.progress != nil {
+		a.progress()
+	}
+	return n, err
 }

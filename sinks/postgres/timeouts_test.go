@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/ehsink/ehsink/internal/faultproxy"
 	"github.com/ehsink/ehsink/internal/secret"
 	"github.com/ehsink/ehsink/internal/testenv"
+	"github.com/ehsink/ehsink/sinks"
 	"github.com/ehsink/ehsink/sinks/sinktest"
 )
 
@@ -205,4 +207,62 @@ func TestOrphanedCopyIsEnded(t *testing.T) {
 		}
 	}
 	wantExactlyOnce(t, queryInts(t, dsn, `SELECT seq FROM orders WHERE part = '7' ORDER BY seq`), 0, 99)
+}
+
+// TestBlackholedFlushReportsNoAnswer: a flush into a half-open path (the
+// proxy accepts connections and forwards nothing) waits on its fence, so
+// the orphan check runs every second, on a connection of its own through
+// the same path. Nothing answers, so nothing may be reported as progress
+// once the flush has sent its first statements: the runner must see the
+// sink silent and cut the call at errors.sink_timeout. Counted as
+// progress, the check's own writes (its startup message, which the
+// path takes) kept the call "answering" until its bound, four times the
+// sink timeout in the chaos matrix.
+func TestBlackholedFlushReportsNoAnswer(t *testing.T) {
+	t.Parallel() // it waits on timers, not on CPU
+	ctx := testCtx(t)
+	proxied, proxy := testenv.ProxyDSN(t, newDB(t))
+	cfg := appendConfig(t, proxied)
+	cfg.CreateTable = true
+	s := newTestSink(t, cfg)
+	w, _, err := s.Open(ctx, "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A first flush leaves a session in the pool, which the next flush
+	// takes at once (one idle for less than a second is not pinged).
+	if err := w.Write(ctx, sinktest.Events("7", 0, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, sinktest.Events("7", 10, 19)); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Set(faultproxy.Fault{Blackhole: true})
+
+	var mu sync.Mutex
+	var reports []time.Duration // since the flush began
+	start := time.Now()
+	fctx, cancel := context.WithTimeout(sinks.WithProgress(ctx, func() {
+		mu.Lock()
+		reports = append(reports, time.Since(start))
+		mu.Unlock()
+	}), 5*fenceCheckAfter)
+	defer cancel()
+	if _, err := w.Flush(fctx); err == nil {
+		t.Fatal("a flush through the blackhole succeeded")
+	}
+	proxy.Heal() // so that the sink closes at once
+	mu.Lock()
+	defer mu.Unlock()
+	// The flush's own statements go out at once; the first check starts
+	// fenceCheckAfter later, and another follows before the end.
+	for _, at := range reports {
+		if at >= fenceCheckAfter {
+			t.Fatalf("progress reported %s after the flush began, with nothing answering (all reports: %v)", at.Round(time.Millisecond), reports)
+		}
+	}
+	t.Logf("progress reported %d times, all within %s of the flush's start", len(reports), fenceCheckAfter)
 }
