@@ -334,10 +334,13 @@ func (s *sink) openCatalog(ctx context.Context) error {
 // table waits behind it until the server's TCP notices the dead client
 // (two hours by default; the chaos matrix saw every Iceberg partition of
 // the healthy replicas unread for as long as the fault lasted). The
-// server ends such a session after this long, rolling it back. A commit
-// sends its statements back to back, so only a client that stopped
-// answering reaches it.
-const catalogIdleInTransaction = 10 * time.Second
+// server ends such a session after this long, rolling it back. The
+// transaction is BEGIN, UPDATE, COMMIT sent back to back (the metadata
+// file is written before), so only a client that stopped answering
+// reaches it; and it must be short beside errors.sink_timeout, which the
+// other replicas' commits wait under: with 10 s, their commits timed out
+// at the matrix's 5 s and they gave their partitions up too.
+const catalogIdleInTransaction = 2 * time.Second
 
 // openPostgresCatalog opens the sql catalog's PostgreSQL database with
 // its sessions named (application_name ehsink) and ended by the server
