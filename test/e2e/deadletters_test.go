@@ -39,20 +39,12 @@ func TestDeadLetterReplayKilled(t *testing.T) {
 	const n = 400 // per partition; the odd ones are refused
 	sendAmounts(t, ctx, conn, n, "-1")
 	work := t.TempDir()
-	cfg := filepath.Join(work, "connectors.yaml")
-	if err := os.WriteFile(cfg, []byte(`
-connectors:
-  - name: orders
-    source: {connection: "`+conn+`", batch: {max_events: 100, max_wait: 100ms}}
-    checkpoint: {file: {dir: `+filepath.Join(work, "checkpoints")+`}}
-    sink:
+	cfg := writeOrdersConfig(t, filepath.Join(work, "connectors.yaml"), conn, work, `
       type: postgres
       dsn: "`+dsn+`"
       table: public.dl_orders
       columns: [{name: id, from: $.id}, {name: amount, from: $.amount, type: numeric}, {name: part, from: "@partition"}, {name: seq, from: "@sequence_number"}]
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	count := func(q string) int {
 		var c int
 		if err := db.QueryRow(ctx, q).Scan(&c); err != nil {
@@ -87,6 +79,23 @@ connectors:
 	if wrong := count(`SELECT count(*) FROM public.dl_orders WHERE id <> part || '-' || seq::text`); wrong != 0 {
 		t.Fatalf("%d rows whose id is not their event's", wrong)
 	}
+}
+
+// writeOrdersConfig writes to path a config of one connector "orders" on
+// the hub of conn, checkpointing under work, with sink (the inside of its
+// sink block, indented), and returns path.
+func writeOrdersConfig(t *testing.T, path, conn, work, sink string) string {
+	t.Helper()
+	cfg := `
+connectors:
+  - name: orders
+    source: {connection: "` + conn + `", batch: {max_events: 100, max_wait: 100ms}}
+    checkpoint: {file: {dir: ` + filepath.Join(work, "checkpoints") + `}}
+    sink:` + sink
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // sendAmounts sends n events to each of the hub's two partitions,
@@ -178,13 +187,7 @@ func TestDeadLetterReplayKilledParquet(t *testing.T) {
 	work := t.TempDir()
 	out := filepath.Join(work, "out")
 	config := func(amount string) string {
-		cfg := filepath.Join(work, amount+".yaml")
-		if err := os.WriteFile(cfg, []byte(`
-connectors:
-  - name: orders
-    source: {connection: "`+conn+`", batch: {max_events: 100, max_wait: 100ms}}
-    checkpoint: {file: {dir: `+filepath.Join(work, "checkpoints")+`}}
-    sink:
+		return writeOrdersConfig(t, filepath.Join(work, amount+".yaml"), conn, work, `
       type: parquet
       dir: `+out+`
       max_age: 200ms
@@ -193,10 +196,7 @@ connectors:
         amount: {from: $.amount, type: "decimal(`+amount+`,2)"}
         part: {from: "@partition"}
         seq: {from: "@sequence_number", type: int64}
-`), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+`)
 	}
 	// rows reads every committed data file: each row's id and how many
 	// times it is there; letters counts the dead-letter files' lines.
