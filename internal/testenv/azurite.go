@@ -99,7 +99,10 @@ func NewAzurite(t testing.TB) *AzuriteInstance {
 // [AzuriteInstance.Stop] serves the same account again on the same port: an
 // outage of the storage service rather than its loss. Azurite saves its
 // metadata every few seconds, so a Stop (SIGKILL) can forget the writes of
-// the last seconds. The instance is stopped when t ends; dir is not removed.
+// the last seconds; it saves the blobs' index and the index of their bytes
+// on separate timers, so a blob with content written in those seconds may
+// come back listed but answering 500 to every read. The instance is
+// stopped when t ends; dir is not removed.
 func NewPersistentAzurite(t testing.TB, dir string) *AzuriteInstance {
 	t.Helper()
 	inst := &AzuriteInstance{bin: azuriteBinary(t), location: dir}

@@ -103,16 +103,15 @@ func TestPersistentAzuriteRestarts(t *testing.T) {
 	if _, err := client.UploadBuffer(ctx, "kept", "a/b", []byte("hello"), nil); err != nil {
 		t.Fatal(err)
 	}
-	// Azurite saves its metadata database every few seconds: wait until the
-	// saved file names the blob before killing it.
+	// Azurite keeps two metadata databases, the blobs' and the extents'
+	// (where each blob's bytes live), and saves each every few seconds on
+	// its own timer. A blob saved without its extent answers 500 forever
+	// after the restart (Azurite finds no extent for it), so wait until
+	// both saved files name what the upload made before killing it.
 	deadline := time.Now().Add(time.Minute)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		db, _ := os.ReadFile(filepath.Join(dir, "__azurite_db_blob__.json"))
-		if strings.Contains(string(db), `"a/b"`) {
-			break
-		}
+	for !saved(dir, "__azurite_db_blob__.json", `"a/b"`) || !saved(dir, "__azurite_db_blob_extent__.json", `"locationId"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("Azurite did not save its metadata within a minute (files: %v)", dirNames(dir))
 		}
@@ -127,8 +126,8 @@ func TestPersistentAzuriteRestarts(t *testing.T) {
 		t.Fatalf("restarted on port %d, want %d", az.Port(), port)
 	}
 	// A freshly restarted Azurite on a loaded machine may answer 500 (no
-	// error code) for a few seconds while it reloads its extents; that is
-	// waited out. A missing blob (404) or wrong content fails at once.
+	// error code) for a few seconds while it reloads; that is waited out.
+	// A missing blob (404) or wrong content fails at once.
 	deadline = time.Now().Add(time.Minute)
 	for {
 		got, err := download(ctx, client)
@@ -155,6 +154,12 @@ func download(ctx context.Context, client *azblob.Client) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// saved reports whether Azurite's database file name in dir holds want.
+func saved(dir, name, want string) bool {
+	b, _ := os.ReadFile(filepath.Join(dir, name))
+	return strings.Contains(string(b), want)
 }
 
 func dirNames(dir string) []string {
