@@ -12,10 +12,11 @@ var ErrClosed = errors.New("sinks: closed")
 // ErrFenced is returned (wrapped) by Flush when another writer of the same
 // partition (a new owner after a steal) committed part of what this writer
 // holds, and the writer cannot drop just the overlap. The writer has
-// discarded what it held; the runner gives the partition up without a
-// checkpoint, as when the partition is lost, and the partition resumes
-// after the newer commit. Sinks that can trim the overlap (a SQL
-// transaction that re-reads its watermark) do that instead.
+// discarded what it held; the runner opens a new writer and reads on after
+// its watermark, the newer commit, keeping the partition (once: fenced
+// again, it gives the partition up without a checkpoint, as when the
+// partition is lost). Sinks that can trim the overlap (a SQL transaction
+// that re-reads its watermark) do that instead.
 var ErrFenced = errors.New("sinks: another writer committed this partition")
 
 // EventError is the failure of one event in a batch.

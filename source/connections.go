@@ -130,35 +130,50 @@ func (r *readerPool) close(ctx context.Context) error {
 // reader returns what the partition of pc is received from, and the
 // function that closes it (before pc is closed).
 func (s *Source) reader(pc *azeventhubs.ProcessorPartitionClient) (receiver, func()) {
-	nothing := func() {}
 	if s.readers == nil {
-		return pc, nothing
+		return pc, func() {}
 	}
 	id := pc.PartitionID()
 	start := s.processorStart(id)
 	if start.Latest != nil && *start.Latest {
-		return pc, nothing
+		return pc, func() {}
 	}
-	i := s.readers.take()
-	own, err := s.readers.clients[i].NewPartitionClient(id, &azeventhubs.PartitionClientOptions{
+	r, closeIt, err := s.openReader(id, start)
+	if err != nil {
+		s.log.Warn("partition read on the processor's connection: opening a reader failed", "partition", id, "err", err)
+		return pc, func() {}
+	}
+	return r, closeIt
+}
+
+// openReader opens a PartitionClient of partition id at start, on the
+// reader connection with the fewest partitions, or on the processor's
+// connection when there are no reader connections, and the function that
+// closes it.
+func (s *Source) openReader(id string, start azeventhubs.StartPosition) (receiver, func(), error) {
+	client, put := s.client, func() {}
+	if s.readers != nil {
+		i := s.readers.take()
+		client, put = s.readers.clients[i], func() { s.readers.put(i) }
+	}
+	own, err := client.NewPartitionClient(id, &azeventhubs.PartitionClientOptions{
 		StartPosition: start,
 		OwnerLevel:    ptr(int64(0)), // the processor's: see the top of this file
 		Prefetch:      int32(s.opts.Prefetch),
 	})
 	if err != nil {
-		s.readers.put(i)
-		s.log.Warn("partition read on the processor's connection: opening a reader failed", "partition", id, "err", err)
-		return pc, nothing
+		put()
+		return nil, nil, err
 	}
-	s.log.Debug("partition reads on a connection of its own", "partition", id, "connection", i+1)
+	s.log.Debug("partition reads on a client of its own", "partition", id)
 	return own, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		if err := own.Close(ctx); err != nil {
 			s.log.Debug("closing partition reader", "partition", id, "err", err)
 		}
-		s.readers.put(i)
-	}
+		put()
+	}, nil
 }
 
 // noteStarts records the checkpoints the resume store handed to the

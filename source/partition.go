@@ -111,6 +111,35 @@ func (p *Partition) beatWhile() (stop func()) {
 	return func() { close(done) }
 }
 
+// Seek moves the partition's reading to just after pos, keeping the
+// lease: the next Receive returns the events that follow pos. A handler
+// calls it when its sink refused a batch because another writer committed
+// the partition past where this claim began reading: the previous owner,
+// finishing a commit it began before the claim took the partition. Reading
+// on after that commit is what a new claim would do, without waiting a
+// load-balancing round (up to an update interval) in between. It must not
+// be called while Receive runs.
+func (p *Partition) Seek(pos sinks.Position) error {
+	if p.lost.Load() {
+		return p.lostErr(nil)
+	}
+	start := azeventhubs.StartPosition{SequenceNumber: &pos.SequenceNumber}
+	if pos.Offset != "" {
+		start = azeventhubs.StartPosition{Offset: &pos.Offset}
+	}
+	r, closeIt, err := p.s.openReader(p.id, start)
+	if err != nil {
+		return fmt.Errorf("event hub %q partition %s: seek after %s: %w", p.s.hub, p.id, pos, err)
+	}
+	p.closeReader()
+	p.recv, p.closeReader = r, closeIt
+	// the new link attaches at its first receive (connections.go)
+	p.attaching = true
+	p.received, p.seen = pos.SequenceNumber, true
+	p.Heartbeat()
+	return nil
+}
+
 // ID returns the partition ID.
 func (p *Partition) ID() string { return p.id }
 

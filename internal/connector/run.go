@@ -478,6 +478,9 @@ func (a partitionAdapter) TakeWriter() (sinks.Writer, *sinks.Position, bool) {
 // renewed.
 func (a partitionAdapter) LeaseExpiry() (time.Time, bool) { return a.p.LeaseExpiry() }
 
+// Seek is the source's: reading moves to just after pos, the lease kept.
+func (a partitionAdapter) Seek(pos sinks.Position) error { return a.p.Seek(pos) }
+
 // StoredCheckpoint is the source's: the checkpoint stored at the claim.
 func (a partitionAdapter) StoredCheckpoint() (int64, bool) { return a.p.StoredCheckpoint() }
 

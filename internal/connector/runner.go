@@ -281,6 +281,7 @@ type partitionRun struct {
 	dropTail *sinks.Position
 	dropN    int
 	lettered bool          // the writer took dead letters its next flush commits
+	readOn   bool          // this run reads on after a fence (RunPartition)
 	stat     partitionStat // for the status snapshot
 }
 
@@ -294,11 +295,37 @@ type partitionStat struct {
 	paused     bool
 }
 
+// seeker is implemented by a Partition that can move its reading to just
+// after a position while keeping its lease (the source's).
+type seeker interface {
+	Seek(pos sinks.Position) error
+}
+
+// errReadOn is handleFailed's answer to a first fence after a claim when
+// src is a seeker: RunPartition runs the partition again, reading on after
+// the other writer's commit.
+var errReadOn = errors.New("fenced: read on after the other writer's commit")
+
 // RunPartition drives one partition until ctx is cancelled (then it drains:
 // the batch in hand is flushed and checkpointed within DrainTimeout, and it
 // returns nil), the partition is lost (nil; nothing more is checkpointed),
 // or a permanent failure (an error naming the connector and partition).
-func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
+//
+// A claim can meet one fence that is no loss: the previous owner finishing
+// a commit it began before the claim (ErrFenced). The partition is then
+// read on after that commit, once: a second fence means another writer is
+// still at work, and the partition is let go as when it is lost.
+func (r *Runner) RunPartition(ctx context.Context, src Partition) error {
+	err := r.runPartition(ctx, src, false)
+	if errors.Is(err, errReadOn) {
+		err = r.runPartition(ctx, src, true)
+	}
+	return err
+}
+
+// runPartition is one run of RunPartition; again is the run after a fence,
+// which opens the writer anew and moves the reading to its watermark.
+func (r *Runner) runPartition(ctx context.Context, src Partition, again bool) (err error) {
 	log := r.log.With("partition", src.ID())
 	w, wm, err := r.openWriter(ctx, src)
 	if err != nil {
@@ -307,7 +334,17 @@ func (r *Runner) RunPartition(ctx context.Context, src Partition) (err error) {
 		}
 		return r.errorf(src, "open sink: %w", err)
 	}
+	if again {
+		if err := r.readOn(src, wm); err != nil {
+			log.Warn("another writer committed this partition; giving it up", "error", err)
+			if cerr := w.Close(context.WithoutCancel(ctx)); cerr != nil {
+				return r.errorf(src, "close sink writer: %w", cerr)
+			}
+			return nil
+		}
+	}
 	pr := r.newPartitionRun(src, w, wm, log)
+	pr.readOn = again
 	defer pr.met.release()
 	r.mu.Lock()
 	r.active[src.ID()] = pr
@@ -416,6 +453,10 @@ func (pr *partitionRun) handleFailed(ctx context.Context, err error) error {
 		return pr.giveUp(err)
 	}
 	if errors.Is(err, sinks.ErrFenced) {
+		if _, ok := pr.src.(seeker); ok && !pr.readOn && ctx.Err() == nil {
+			log.Info("another writer committed this partition after the claim; reading on after its commit", "error", err)
+			return errReadOn
+		}
 		log.Warn("another writer committed this partition; giving it up", "error", err)
 		return nil
 	}
@@ -434,6 +475,19 @@ func (pr *partitionRun) handleFailed(ctx context.Context, err error) error {
 		return pr.drain(ctx, nil)
 	}
 	return err
+}
+
+// readOn moves src's reading to just after wm, the watermark of the writer
+// opened after a fence.
+func (r *Runner) readOn(src Partition, wm *sinks.Position) error {
+	sk, ok := src.(seeker)
+	switch {
+	case !ok:
+		return errors.New("the partition cannot seek")
+	case wm == nil:
+		return errors.New("the sink reports no watermark after the fence")
+	}
+	return sk.Seek(*wm)
 }
 
 func (r *Runner) errorf(src Partition, format string, args ...any) error {

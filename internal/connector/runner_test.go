@@ -457,6 +457,69 @@ func TestRunnerFencedGivesUp(t *testing.T) {
 	}
 }
 
+// seekPartition is a memPartition that can move its reading (a seeker),
+// as the source's partitions can.
+type seekPartition struct {
+	*memPartition
+	seeks []int64
+}
+
+func (p *seekPartition) Seek(pos sinks.Position) error {
+	p.seeks = append(p.seeks, pos.SequenceNumber)
+	p.next = int(pos.SequenceNumber) + 1
+	return nil
+}
+
+// TestRunnerFencedReadsOn: a partition that can seek meets the first fence
+// after its claim by reading on after the sink's watermark, with the
+// partition kept (no release, no round of the load balancer), and a
+// second fence ends it as before. Every event is committed once.
+func TestRunnerFencedReadsOn(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		fences []int // the flushes that are fenced
+		seeks  int
+		all    bool // every event committed
+	}{
+		{"one fence", []int{3}, 1, true},
+		{"two fences", []int{3, 6}, 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := sinktest.NewMemory()
+			flushes := 0
+			sink.SetFault(func(at sinktest.FaultPoint, p string) error {
+				if at != sinktest.BeforeCommit {
+					return nil
+				}
+				flushes++
+				if slices.Contains(tt.fences, flushes) {
+					return fmt.Errorf("seq overlaps a newer file: %w", sinks.ErrFenced)
+				}
+				return nil
+			})
+			store := &memCheckpoints{pos: map[string]sinks.Position{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := &seekPartition{memPartition: newMemPartition("0", 100, store, rand.New(rand.NewPCG(15, 16)), cancel)}
+			r, _ := NewRunner(RunnerOptions{Sink: sink})
+			if err := r.RunPartition(ctx, p); err != nil {
+				t.Fatalf("RunPartition = %v, want nil", err)
+			}
+			committed := sink.Committed("0")
+			for i, seq := range committed {
+				if seq != int64(i) {
+					t.Fatalf("committed %v...: event %d is %d (a gap or a duplicate)", head(committed[max(0, i-3):]), i, seq)
+				}
+			}
+			pos, _ := store.get("0")
+			if len(p.seeks) != tt.seeks || len(committed) == 0 || pos.SequenceNumber != committed[len(committed)-1] ||
+				tt.all != (len(committed) == 100) {
+				t.Fatalf("seeks %v (want %d), %d events committed, checkpoint %d", p.seeks, tt.seeks, len(committed), pos.SequenceNumber)
+			}
+		})
+	}
+}
+
 // TestRunnerCheckpointPolicy: checkpoints are spaced by events or time, and
 // a partition that stops cleanly always checkpoints what it committed.
 func TestRunnerCheckpointPolicy(t *testing.T) {
