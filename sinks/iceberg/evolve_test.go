@@ -91,9 +91,10 @@ func TestEvolveLosesTheRace(t *testing.T) {
 	l.newSink(t, nil).Close(ctx) // the first replica adds the six fields
 
 	d.mu.Lock()
-	d.tbl, d.cols = stale, kitColumns(t)
+	d.tbl.Store(stale)
+	d.cols = kitColumns(t)
 	err := slow.evolve(ctx, d)
-	schemas := len(d.tbl.Metadata().Schemas())
+	schemas := len(d.tbl.Load().Metadata().Schemas())
 	d.mu.Unlock()
 	if err != nil {
 		t.Fatalf("evolve on stale metadata: %v", err)

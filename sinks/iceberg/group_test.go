@@ -224,3 +224,49 @@ func BenchmarkCommitsOverASlowCatalog(b *testing.B) {
 		})
 	}
 }
+
+// TestFlushWaitingForTheTurnIsBounded: a flush whose table's turn is held
+// (by a commit or maintenance that hangs on an unreachable catalog) writes
+// its data files all the same, ends when its own call does instead of
+// waiting for the holder, and commits once at the retry after the turn is
+// free: the partition's rows are in the table once.
+func TestFlushWaitingForTheTurnIsBounded(t *testing.T) {
+	l := newLake(t)
+	s := l.newSink(t, nil)
+	w := openWritten(t, s, "0")[0]
+	written := make(chan struct{}, 4)
+	s.setHook(func(step string) error {
+		if step == stepDataWritten {
+			written <- struct{}{}
+		}
+		return nil
+	})
+	d := s.dests[0]
+	d.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := w.Flush(ctx); done <- err }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a stall bound, not a measurement
+		d.mu.Unlock()
+		t.Fatal("the flush waited for the held turn past its own context")
+	}
+	d.mu.Unlock()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush while the turn was held = %v, want the context's deadline", err)
+	}
+	select {
+	case <-written:
+	default:
+		t.Fatal("the flush did not write its data files while the turn was held")
+	}
+	if _, err := w.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush after the turn was freed: %v", err)
+	}
+	if got, want := l.scanSeqs(t), firstSeqs(50, "0"); !equalSeqs(got, want) {
+		t.Fatalf("the table holds %v rows, want %v", counts(got), counts(want))
+	}
+}

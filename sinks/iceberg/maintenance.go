@@ -22,7 +22,9 @@ func (s *sink) maybeMaintain(ctx context.Context, d *dest) {
 	if m.Disabled {
 		return
 	}
-	d.mu.Lock()
+	if err := d.lock(ctx); err != nil {
+		return // at a later commit
+	}
 	defer d.mu.Unlock()
 	now := s.now()
 	if now.Sub(d.lastMaintenance) < m.Every {
@@ -44,9 +46,9 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 			s.log.Warn("table compaction", "table", d.name(), "err", err)
 		}
 	}
-	before := len(d.tbl.Metadata().Snapshots())
+	before := len(d.tbl.Load().Metadata().Snapshots())
 	for attempt := 1; ; attempt++ {
-		tx := d.tbl.NewTransaction()
+		tx := d.tbl.Load().NewTransaction()
 		err := tx.ExpireSnapshots(table.WithRetainLast(m.KeepSnapshots), table.WithOlderThan(m.MaxSnapshotAge), table.WithPostCommit(true))
 		if err != nil {
 			return fmt.Errorf("expire snapshots: %w", err)
@@ -56,7 +58,7 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 		}
 		tbl, err := tx.Commit(ctx)
 		if err == nil || removedBefore(tbl, err) {
-			d.tbl = tbl
+			d.tbl.Store(tbl)
 			break
 		}
 		// Another replica's commit came first: expire again on the
@@ -72,12 +74,12 @@ func (s *sink) maintain(ctx context.Context, d *dest) error {
 			return fmt.Errorf("expire snapshots: %w", err)
 		}
 	}
-	res, err := d.tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(m.OrphanAge))
+	res, err := d.tbl.Load().DeleteOrphanFiles(ctx, table.WithFilesOlderThan(m.OrphanAge))
 	if err != nil {
 		return fmt.Errorf("remove orphan files: %w", err)
 	}
-	s.log.Info("table maintenance", "table", d.name(), "snapshots_expired", before-len(d.tbl.Metadata().Snapshots()),
-		"snapshots", len(d.tbl.Metadata().Snapshots()), "orphans_removed", len(res.DeletedFiles))
+	s.log.Info("table maintenance", "table", d.name(), "snapshots_expired", before-len(d.tbl.Load().Metadata().Snapshots()),
+		"snapshots", len(d.tbl.Load().Metadata().Snapshots()), "orphans_removed", len(res.DeletedFiles))
 	return nil
 }
 
@@ -120,7 +122,7 @@ const stepCompactionPlanned = "compaction planned"
 // rather than let it carry watermarks older than that commit's. The
 // caller holds d.mu.
 func (s *sink) compact(ctx context.Context, d *dest) error {
-	tbl := d.tbl
+	tbl := d.tbl.Load()
 	if tbl.CurrentSnapshot() == nil {
 		return nil
 	}
@@ -157,7 +159,7 @@ func (s *sink) compact(ctx context.Context, d *dest) error {
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	d.tbl = newTbl
+	d.tbl.Store(newTbl)
 	s.log.Info("table compacted", "table", d.name(), "files_removed", res.RemovedDataFiles, "files_added", res.AddedDataFiles,
 		"bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
 	return nil

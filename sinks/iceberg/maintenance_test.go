@@ -107,7 +107,7 @@ func TestExpiryAfterAnotherReplicasExpiry(t *testing.T) {
 	d := s.dests[0]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	snaps := d.tbl.Metadata().Snapshots()
+	snaps := d.tbl.Load().Metadata().Snapshots()
 	if len(snaps) != 6 {
 		t.Fatalf("%d snapshots before the expiry, want 6", len(snaps))
 	}
@@ -119,7 +119,7 @@ func TestExpiryAfterAnotherReplicasExpiry(t *testing.T) {
 	if err := s.maintain(ctx, d); err != nil {
 		t.Fatalf("maintenance after another replica's: %v", err)
 	}
-	if n := len(d.tbl.Metadata().Snapshots()); n != 2 {
+	if n := len(d.tbl.Load().Metadata().Snapshots()); n != 2 {
 		t.Errorf("the sink's table has %d snapshots after the expiry, want keep_snapshots 2", n)
 	}
 	if n := len(l.loadTable(t).Metadata().Snapshots()); n != 2 {

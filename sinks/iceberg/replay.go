@@ -364,7 +364,7 @@ func (w *writer) commitReplay(ctx context.Context, p *part, seq int64) (already 
 	}
 	for attempt := 1; ; attempt++ {
 		d.mu.Lock()
-		tbl = d.tbl
+		tbl = d.tbl.Load()
 		m, ok, err := marked(tbl)
 		if ok || err != nil {
 			d.mu.Unlock()
@@ -400,7 +400,7 @@ func (w *writer) commitReplay(ctx context.Context, p *part, seq int64) (already 
 // whose summary carries the table's watermarks unchanged. It asserts the
 // table's current snapshot. The caller holds d.mu.
 func (s *sink) commitMarked(ctx context.Context, d *dest, files []ice.DataFile, key string, m marks, seq int64) error {
-	tbl := d.tbl
+	tbl := d.tbl.Load()
 	tx := tbl.NewTransaction()
 	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
 		return err
@@ -423,7 +423,7 @@ func (s *sink) commitMarked(ctx context.Context, d *dest, files []ice.DataFile, 
 	if err != nil {
 		return fmt.Errorf("commit to table %s: %w", d.name(), err)
 	}
-	d.tbl = newTbl
+	d.tbl.Store(newTbl)
 	return nil
 }
 

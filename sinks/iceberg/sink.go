@@ -98,9 +98,15 @@ type dest struct {
 	arrow *arrow.Schema
 	// mu serializes the commits of the sink's writers to this table: they
 	// would otherwise lose the optimistic race to each other. It also
-	// guards tbl and lastMaintenance.
-	mu  sync.Mutex
-	tbl *table.Table // the newest metadata this sink has seen
+	// guards lastMaintenance, and the stores to tbl, so that metadata
+	// loaded before a commit of this sink never replaces the newer
+	// metadata that commit returned. A writer takes it with lock, which
+	// gives up when the writer's call ends.
+	mu sync.Mutex
+	// tbl is the newest metadata this sink has seen. It is read without
+	// mu: a flush writing its data files does not wait for a commit or
+	// maintenance in progress, which may hang on an unreachable catalog.
+	tbl atomic.Pointer[table.Table]
 	// queued are the commits writers wait to make (writer.commit); qmu
 	// guards it, apart from mu, which the commit in progress holds.
 	qmu    sync.Mutex
@@ -120,11 +126,33 @@ type namedDest struct {
 }
 
 // current returns the newest table metadata the sink has seen.
-func (d *dest) current() *table.Table {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.tbl
+func (d *dest) current() *table.Table { return d.tbl.Load() }
+
+// lock takes d.mu, or gives up when ctx ends: a flush queued behind a
+// commit or maintenance that hangs on an unreachable catalog is bounded by
+// its own call's sink timeout, not by how long the other one hangs.
+// (sync.Mutex has no Lock with a context; a turn is held for a commit,
+// tens of milliseconds, so polling for it costs nothing that matters.)
+func (d *dest) lock(ctx context.Context) error {
+	if d.mu.TryLock() {
+		return nil
+	}
+	t := time.NewTicker(lockPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("table %s: waiting for the turn to commit: %w", d.name(), context.Cause(ctx))
+		case <-t.C:
+			if d.mu.TryLock() {
+				return nil
+			}
+		}
+	}
 }
+
+// lockPoll is how often lock tries the mutex again.
+const lockPoll = 2 * time.Millisecond
 
 // newIcebergSink connects to the catalog, creates the namespace and the
 // table if missing, and checks the columns against the table's schema. ctx
@@ -190,16 +218,17 @@ func newIcebergSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (_ *s
 // columns and partition spec, and checks that the columns fit it.
 func (s *sink) openDest(ctx context.Context, ns table.Identifier, route, name string, cols mapping.Columns, partition []partitionField) (*dest, error) {
 	d := &dest{route: route, ident: append(slices.Clone(ns), name), cols: cols, lastMaintenance: s.now()}
-	var err error
-	if d.tbl, err = s.loadOrCreate(ctx, d, partition); err != nil {
+	tbl, err := s.loadOrCreate(ctx, d, partition)
+	if err != nil {
 		return nil, err
 	}
+	d.tbl.Store(tbl)
 	if *s.cfg.Evolve {
 		if err := s.evolve(ctx, d); err != nil {
 			return nil, fmt.Errorf("table %s: add the columns it lacks: %w", d.name(), err)
 		}
 	}
-	if d.file, err = fileSchema(d.tbl.Schema(), cols); err != nil {
+	if d.file, err = fileSchema(d.tbl.Load().Schema(), cols); err != nil {
 		return nil, fmt.Errorf("table %s does not fit the columns: %w", d.name(), err)
 	}
 	if d.arrow, err = arrowSchema(d.file); err != nil {
@@ -438,8 +467,8 @@ func (s *sink) loadOrCreate(ctx context.Context, d *dest, partition []partitionF
 // which may need nothing more.
 func (s *sink) evolve(ctx context.Context, d *dest) error {
 	for attempt := 1; ; attempt++ {
-		sc := d.tbl.Schema()
-		tx := d.tbl.NewTransaction()
+		sc := d.tbl.Load().Schema()
+		tx := d.tbl.Load().NewTransaction()
 		update := tx.UpdateSchema(true, false)
 		var added []string
 		for _, c := range d.cols {
@@ -461,7 +490,7 @@ func (s *sink) evolve(ctx context.Context, d *dest) error {
 		}
 		tbl, err := tx.Commit(ctx)
 		if err == nil {
-			d.tbl = tbl
+			d.tbl.Store(tbl)
 			for _, name := range added {
 				f, _ := tbl.Schema().FindFieldByName(name)
 				s.log.Info("added column", "table", d.name(), "column", name, "type", f.Type.String(), "field_id", f.ID)
@@ -559,7 +588,9 @@ func (w *writer) openPart(ctx context.Context, d *dest) (*part, error) {
 // d.mu while loading, so that metadata loaded before a commit of this
 // sink never replaces the newer metadata that commit returned.
 func (s *sink) refresh(ctx context.Context, d *dest) (*table.Table, error) {
-	d.mu.Lock()
+	if err := d.lock(ctx); err != nil {
+		return nil, err
+	}
 	defer d.mu.Unlock()
 	return s.reload(ctx, d)
 }
@@ -570,6 +601,6 @@ func (s *sink) reload(ctx context.Context, d *dest) (*table.Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load table %s: %w", d.name(), err)
 	}
-	d.tbl = tbl
+	d.tbl.Store(tbl)
 	return tbl, nil
 }

@@ -367,7 +367,9 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 	d.qmu.Lock()
 	d.queued = append(d.queued, req)
 	d.qmu.Unlock()
-	d.mu.Lock()
+	if err := d.lock(ctx); err != nil {
+		return w.giveUpTurn(p, req, err)
+	}
 	// Unless the writer that had the turn made (or refused) it, this one
 	// makes what is queued, until its own commit is among what it made
 	// (commitGroup leaves a second commit of one partition for later).
@@ -386,6 +388,30 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 		p.ambiguous = true
 	}
 	return req.OK, req.Err
+}
+
+// giveUpTurn ends a commit whose call ended while it waited for the turn
+// (err). A commit still queued is taken out: it was never made. One that
+// the writer with the turn took and has not finished making has an
+// unknown outcome (p.ambiguous): the retry finds out from the table
+// whether it went through.
+func (w *writer) giveUpTurn(p *part, req *commitReq, err error) (bool, error) {
+	d := p.d
+	d.qmu.Lock()
+	queued := slices.Contains(d.queued, req)
+	d.queued = slices.DeleteFunc(d.queued, func(r *commitReq) bool { return r == req })
+	d.qmu.Unlock()
+	switch {
+	case queued:
+	case req.Finished():
+		if req.Unknown {
+			p.ambiguous = true
+		}
+		return req.OK, req.Err
+	default:
+		p.ambiguous = true
+	}
+	return false, unreachable(err)
 }
 
 // commitReq is a writer's commit as queued on its table.
@@ -409,7 +435,7 @@ type commitReq struct {
 // second is put back in the queue, to be judged on the metadata this
 // commit makes, as if they had taken turns. The caller holds d.mu.
 func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
-	tbl := d.tbl
+	tbl := d.tbl.Load()
 	meta := tbl.Metadata()
 	var members, later []*commitReq
 	for _, r := range group {
@@ -476,7 +502,7 @@ func (s *sink) commitGroup(ctx context.Context, d *dest, group []*commitReq) {
 		fail(!lostRace(err), fmt.Errorf("commit to table %s: %w", d.name(), err))
 		return
 	}
-	d.tbl = newTbl
+	d.tbl.Store(newTbl)
 	if err := s.step(stepAfterSwap); err != nil {
 		fail(true, err)
 		return
