@@ -401,3 +401,38 @@ func TestWatermarkCarriesTheOffset(t *testing.T) {
 		t.Fatalf("watermark at open %+v, want sequence number %d and offset %q", wm, want.SequenceNumber, want.Offset)
 	}
 }
+
+// TestFlushWaitingForTheTurnIsBounded: a flush whose turn is held (by a
+// commit that hangs on an unreachable store) ends when its own call does
+// instead of waiting for the holder, and commits once at the retry after
+// the turn is free.
+func TestFlushWaitingForTheTurnIsBounded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t")
+	s := newTestSink(t, dir, nil)
+	w, _, err := s.Open(testCtx(t), "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(testCtx(t), sinktest.Events("0", 0, 9)); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := w.Flush(ctx); done <- err }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a stall bound, not a measurement
+		s.mu.Unlock()
+		t.Fatal("the flush waited for the held turn past its own context")
+	}
+	s.mu.Unlock()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush while the turn was held = %v, want the context's deadline", err)
+	}
+	if _, err := w.Flush(testCtx(t)); err != nil {
+		t.Fatalf("Flush after the turn was freed: %v", err)
+	}
+	wantOnce(t, dir, "0", 0, 9)
+}

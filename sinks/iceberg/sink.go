@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for a sql catalog on PostgreSQL
 	_ "modernc.org/sqlite"           // database/sql driver "sqlite", pure Go (no cgo)
 
+	"github.com/ehsink/ehsink/internal/table/commit"
 	"github.com/ehsink/ehsink/internal/table/expr"
 	"github.com/ehsink/ehsink/internal/table/mapping"
 	"github.com/ehsink/ehsink/internal/table/routing"
@@ -128,31 +129,13 @@ type namedDest struct {
 // current returns the newest table metadata the sink has seen.
 func (d *dest) current() *table.Table { return d.tbl.Load() }
 
-// lock takes d.mu, or gives up when ctx ends: a flush queued behind a
-// commit or maintenance that hangs on an unreachable catalog is bounded by
-// its own call's sink timeout, not by how long the other one hangs.
-// (sync.Mutex has no Lock with a context; a turn is held for a commit,
-// tens of milliseconds, so polling for it costs nothing that matters.)
+// lock takes d.mu with the caller's context (commit.LockTurn).
 func (d *dest) lock(ctx context.Context) error {
-	if d.mu.TryLock() {
-		return nil
+	if err := commit.LockTurn(ctx, &d.mu); err != nil {
+		return fmt.Errorf("table %s: waiting for the turn to commit: %w", d.name(), err)
 	}
-	t := time.NewTicker(lockPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("table %s: waiting for the turn to commit: %w", d.name(), context.Cause(ctx))
-		case <-t.C:
-			if d.mu.TryLock() {
-				return nil
-			}
-		}
-	}
+	return nil
 }
-
-// lockPoll is how often lock tries the mutex again.
-const lockPoll = 2 * time.Millisecond
 
 // newIcebergSink connects to the catalog, creates the namespace and the
 // table if missing, and checks the columns against the table's schema. ctx

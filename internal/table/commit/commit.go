@@ -4,6 +4,12 @@
 // the failure a test hook injects at a step of a commit.
 package commit
 
+import (
+	"context"
+	"sync"
+	"time"
+)
+
 // Outcome is the result of one writer's queued commit. Whoever makes the
 // commit sets it once, with Finish; the writer waits for it to be set.
 // Make one with NewOutcome.
@@ -45,3 +51,30 @@ type StepError struct {
 
 func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
 func (e *StepError) Unwrap() error { return e.Err }
+
+// LockTurn takes mu, a table's commit turn, or gives up when ctx ends with
+// its cause: a flush queued behind a commit or maintenance that hangs on
+// an unreachable store is bounded by its own call's sink timeout, not by
+// how long the other one hangs. (sync.Mutex has no Lock with a context; a
+// turn is held for a commit, tens of milliseconds, so polling for it
+// costs nothing that matters.)
+func LockTurn(ctx context.Context, mu *sync.Mutex) error {
+	if mu.TryLock() {
+		return nil
+	}
+	t := time.NewTicker(turnPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+			if mu.TryLock() {
+				return nil
+			}
+		}
+	}
+}
+
+// turnPoll is how often LockTurn tries the mutex again.
+const turnPoll = 2 * time.Millisecond
