@@ -23,14 +23,22 @@ func (pr *partitionRun) handle(ctx context.Context, events []sinks.Event) error 
 	if err := pr.take(ctx, events); err != nil {
 		return err
 	}
+	flushed := false
 	if pr.flushDue() {
 		if err := pr.flush(ctx); err != nil {
 			return err
 		}
+		flushed = true
 	}
 	// Checked on idle batches too, so that the last commit of a partition
 	// that went quiet is checkpointed, and a failed checkpoint retried.
-	if pr.checkpointDue(n == 0) {
+	// Not while the writer gathers a batch it has not flushed: the
+	// checkpoint of an earlier commit written then may come after the sink
+	// stopped answering, and other replicas, seeing this owner's
+	// checkpoint advance, would take it for a sink that answers here and
+	// give their partitions up (peers.progressing). The flush that ends
+	// the batch checkpoints it.
+	if (flushed || n == 0 || !pr.written) && pr.checkpointDue(n == 0) {
 		return pr.checkpoint(ctx)
 	}
 	return nil

@@ -264,3 +264,66 @@ func TestLoadFilter(t *testing.T) {
 		}
 	}
 }
+
+// heldWriter is a batchingWriter that counts the writes its next flush
+// commits.
+type heldWriter struct {
+	*batchingWriter
+	held *int
+}
+
+func (w heldWriter) Write(ctx context.Context, events []sinks.Event) error {
+	*w.held++
+	return w.batchingWriter.Write(ctx, events)
+}
+
+func (w heldWriter) Flush(ctx context.Context) (*sinks.Position, error) {
+	pos, err := w.batchingWriter.Flush(ctx)
+	if err == nil {
+		*w.held = 0
+	}
+	return pos, err
+}
+
+type heldSink struct {
+	batching
+	held *int
+}
+
+func (s heldSink) Open(ctx context.Context, p string) (sinks.Writer, *sinks.Position, error) {
+	w, wm, err := s.batching.Open(ctx, p)
+	return heldWriter{batchingWriter: w.(*batchingWriter), held: s.held}, wm, err
+}
+
+// TestRunnerNoCheckpointWhileGathering: with a checkpoint that comes due
+// between flushes, a writer that gathers batches (a Batcher) sees the checkpoint
+// written only by the flush that ends the batch (or when nothing is held):
+// a checkpoint of an earlier commit written while it gathers may come
+// after the sink stopped answering, and other replicas would read it as
+// the sink answering here.
+func TestRunnerNoCheckpointWhileGathering(t *testing.T) {
+	held := 0
+	sink := heldSink{batching{sinktest.NewMemory()}, &held}
+	store := &memCheckpoints{pos: map[string]sinks.Position{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newMemPartition("0", 200, store, rand.New(rand.NewPCG(43, 44)), cancel)
+	var ckpts, early int
+	p.onCkpt = func(sinks.Position) {
+		ckpts++
+		if held > 0 {
+			early++
+		}
+	}
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r, _ := NewRunner(RunnerOptions{Sink: sink, CheckpointEveryInterval: 15 * time.Second,
+		now: func() time.Time { clock = clock.Add(time.Second); return clock }})
+	if err := r.RunPartition(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if pos, _ := store.get("0"); ckpts == 0 || pos.SequenceNumber != 199 {
+		t.Fatalf("%d checkpoints, the last at %d; want some, the last at 199", ckpts, pos.SequenceNumber)
+	}
+	if early > 0 {
+		t.Fatalf("%d of %d checkpoints written while the writer held a batch it had not flushed", early, ckpts)
+	}
+}
