@@ -130,18 +130,19 @@ func (r *readerPool) close(ctx context.Context) error {
 // reader returns what the partition of pc is received from, and the
 // function that closes it (before pc is closed).
 func (s *Source) reader(pc *azeventhubs.ProcessorPartitionClient) (receiver, func()) {
+	nothing := func() {}
 	if s.readers == nil {
-		return pc, func() {}
+		return pc, nothing
 	}
 	id := pc.PartitionID()
 	start := s.processorStart(id)
 	if start.Latest != nil && *start.Latest {
-		return pc, func() {}
+		return pc, nothing
 	}
 	r, closeIt, err := s.openReader(id, start)
 	if err != nil {
 		s.log.Warn("partition read on the processor's connection: opening a reader failed", "partition", id, "err", err)
-		return pc, func() {}
+		return pc, nothing
 	}
 	return r, closeIt
 }
