@@ -412,7 +412,12 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 		s.queued()
 	}
 	if err := commit.LockTurn(ctx, &s.mu); err != nil {
-		return s.giveUpTurn(w, req, fmt.Errorf("waiting for the turn to commit: %w", err))
+		made, unknown := commit.Withdraw(&s.qmu, &s.queue, req, &req.Outcome)
+		w.ambiguous = w.ambiguous || unknown
+		if made {
+			return req.OK, req.Err
+		}
+		return false, sinks.Transient(fmt.Errorf("waiting for the turn to commit: %w", err))
 	}
 	for !req.Finished() {
 		s.qmu.Lock()
@@ -426,29 +431,6 @@ func (w *writer) commit(ctx context.Context, pos *sinks.Position) (bool, error) 
 		w.ambiguous = true
 	}
 	return req.OK, req.Err
-}
-
-// giveUpTurn ends a commit whose call ended while it waited for the turn
-// (err). A commit still queued is taken out: it was never made. One that
-// the writer with the turn took and has not finished making has an
-// unknown outcome (w.ambiguous): the retry finds out from the log whether
-// it went through.
-func (s *sink) giveUpTurn(w *writer, req *commitReq, err error) (bool, error) {
-	s.qmu.Lock()
-	queued := slices.Contains(s.queue, req)
-	s.queue = slices.DeleteFunc(s.queue, func(r *commitReq) bool { return r == req })
-	s.qmu.Unlock()
-	switch {
-	case queued:
-	case req.Finished():
-		if req.Unknown {
-			w.ambiguous = true
-		}
-		return req.OK, req.Err
-	default:
-		w.ambiguous = true
-	}
-	return false, sinks.Transient(err)
 }
 
 // commitReq is a writer's commit as queued on the sink.

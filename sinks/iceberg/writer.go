@@ -368,7 +368,12 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 	d.queued = append(d.queued, req)
 	d.qmu.Unlock()
 	if err := d.lock(ctx); err != nil {
-		return w.giveUpTurn(p, req, err)
+		made, unknown := commit.Withdraw(&d.qmu, &d.queued, req, &req.Outcome)
+		p.ambiguous = p.ambiguous || unknown
+		if made {
+			return req.OK, req.Err
+		}
+		return false, unreachable(err)
 	}
 	// Unless the writer that had the turn made (or refused) it, this one
 	// makes what is queued, until its own commit is among what it made
@@ -388,30 +393,6 @@ func (w *writer) commit(ctx context.Context, p *part, pos *sinks.Position) (bool
 		p.ambiguous = true
 	}
 	return req.OK, req.Err
-}
-
-// giveUpTurn ends a commit whose call ended while it waited for the turn
-// (err). A commit still queued is taken out: it was never made. One that
-// the writer with the turn took and has not finished making has an
-// unknown outcome (p.ambiguous): the retry finds out from the table
-// whether it went through.
-func (w *writer) giveUpTurn(p *part, req *commitReq, err error) (bool, error) {
-	d := p.d
-	d.qmu.Lock()
-	queued := slices.Contains(d.queued, req)
-	d.queued = slices.DeleteFunc(d.queued, func(r *commitReq) bool { return r == req })
-	d.qmu.Unlock()
-	switch {
-	case queued:
-	case req.Finished():
-		if req.Unknown {
-			p.ambiguous = true
-		}
-		return req.OK, req.Err
-	default:
-		p.ambiguous = true
-	}
-	return false, unreachable(err)
 }
 
 // commitReq is a writer's commit as queued on its table.

@@ -6,6 +6,7 @@ package commit
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -78,3 +79,24 @@ func LockTurn(ctx context.Context, mu *sync.Mutex) error {
 
 // turnPoll is how often LockTurn tries the mutex again.
 const turnPoll = 2 * time.Millisecond
+
+// Withdraw ends a commit whose writer's call ended while it waited for the
+// turn (LockTurn failed). A commit still in queue (which qmu guards) is
+// taken out: it was never made (made and unknown both false). One that the
+// writer with the turn took is that writer's: made once it finished, its
+// outcome o then standing; unknown when it may have been made (not
+// finished yet, or finished with an outcome lost), so that the retry finds
+// out from the table.
+func Withdraw[R comparable](qmu *sync.Mutex, queue *[]R, req R, o *Outcome) (made, unknown bool) {
+	qmu.Lock()
+	queued := slices.Contains(*queue, req)
+	*queue = slices.DeleteFunc(*queue, func(r R) bool { return r == req })
+	qmu.Unlock()
+	switch {
+	case queued:
+		return false, false
+	case o.Finished():
+		return true, o.Unknown
+	}
+	return false, true
+}
