@@ -431,17 +431,7 @@ func TestRunnerWatermarkWhileRunning(t *testing.T) {
 // run committed.
 func TestRunnerFencedGivesUp(t *testing.T) {
 	sink := sinktest.NewMemory()
-	flushes := 0
-	sink.SetFault(func(at sinktest.FaultPoint, p string) error {
-		if at != sinktest.BeforeCommit {
-			return nil
-		}
-		flushes++
-		if flushes == 3 {
-			return fmt.Errorf("seq overlaps a newer file: %w", sinks.ErrFenced)
-		}
-		return nil
-	})
+	flushes := fenceFlushes(sink, 3)
 	store := &memCheckpoints{pos: map[string]sinks.Position{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -452,9 +442,27 @@ func TestRunnerFencedGivesUp(t *testing.T) {
 	}
 	committed := sink.Committed("0")
 	pos, _ := store.get("0")
-	if flushes != 3 || len(committed) == 0 || pos.SequenceNumber != committed[len(committed)-1] {
-		t.Fatalf("flushes %d, checkpoint %d, committed up to %v", flushes, pos.SequenceNumber, head(committed))
+	if *flushes != 3 || len(committed) == 0 || pos.SequenceNumber != committed[len(committed)-1] {
+		t.Fatalf("flushes %d, checkpoint %d, committed up to %v", *flushes, pos.SequenceNumber, head(committed))
 	}
+}
+
+// fenceFlushes makes the flushes of sink numbered at (from 1) fail with
+// ErrFenced, as a writer another owner committed past; it returns the
+// count of flushes.
+func fenceFlushes(sink *sinktest.Memory, at ...int) *int {
+	flushes := new(int)
+	sink.SetFault(func(point sinktest.FaultPoint, _ string) error {
+		if point != sinktest.BeforeCommit {
+			return nil
+		}
+		*flushes++
+		if slices.Contains(at, *flushes) {
+			return fmt.Errorf("seq overlaps a newer file: %w", sinks.ErrFenced)
+		}
+		return nil
+	})
+	return flushes
 }
 
 // seekPartition is a memPartition that can move its reading (a seeker),
@@ -486,17 +494,7 @@ func TestRunnerFencedReadsOn(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := sinktest.NewMemory()
-			flushes := 0
-			sink.SetFault(func(at sinktest.FaultPoint, p string) error {
-				if at != sinktest.BeforeCommit {
-					return nil
-				}
-				flushes++
-				if slices.Contains(tt.fences, flushes) {
-					return fmt.Errorf("seq overlaps a newer file: %w", sinks.ErrFenced)
-				}
-				return nil
-			})
+			fenceFlushes(sink, tt.fences...)
 			store := &memCheckpoints{pos: map[string]sinks.Position{}}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
