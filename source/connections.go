@@ -160,7 +160,7 @@ func (s *Source) openReader(id string, start azeventhubs.StartPosition) (receive
 	own, err := client.NewPartitionClient(id, &azeventhubs.PartitionClientOptions{
 		StartPosition: start,
 		OwnerLevel:    ptr(int64(0)), // the processor's: see the top of this file
-		Prefetch:      int32(s.opts.Prefetch),
+		Prefetch:      int32(s.prefetch),
 	})
 	if err != nil {
 		put()

@@ -163,6 +163,85 @@ func TestClaimLinksPrefetchNothing(t *testing.T) {
 	}
 }
 
+// TestPrefetchFor: the default prefetch spreads 32,000 events over the
+// hub's partitions, 100 to 2,000 each; a prefetch set is kept.
+func TestPrefetchFor(t *testing.T) {
+	for _, c := range []struct{ prefetch, partitions, want int }{
+		{0, 1, 2000}, {0, 4, 2000}, {0, 16, 2000}, {0, 32, 1000}, {0, 100, 320}, {0, 1024, 100},
+		{300, 1024, 300}, {5000, 4, 5000}, {-1, 32, -1},
+	} {
+		if got := (source.Settings{Prefetch: c.prefetch}).PrefetchFor(c.partitions); got != c.want {
+			t.Errorf("prefetch %d, %d partitions: %d, want %d", c.prefetch, c.partitions, got, c.want)
+		}
+	}
+}
+
+// TestDefaultPrefetchSpreadsOverPartitions: on a backlog of 32 partitions,
+// every one claimed and read once, then not read on, the emulator sends
+// what the links prefetch. At the default (1,000 per partition here) that
+// is about half of what a fixed prefetch of 2,000 makes it send: the heap
+// a replica of a large hub holds on a backlog.
+func TestDefaultPrefetchSpreadsOverPartitions(t *testing.T) {
+	ctx := testContext(t)
+	const parts = 32
+	srv := startEmulator(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: parts}}})
+	conn := srv.ConnectionString("orders")
+	const total = parts * 2500 // more than a prefetch of 2,000 per partition
+	if n, err := produce.Demo(ctx, newProducer(t, conn), produce.DemoOptions{Count: total, Keys: 50, Seed: 7}); err != nil || n != total {
+		t.Fatalf("Demo sent %d, %v; want %d", n, err, total)
+	}
+	props, err := azeventhubs.ParseConnectionString(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func(prefetch int) int64 {
+		proxy := startCountingProxy(t, props.FullyQualifiedNamespace)
+		src := newSource(t, ctx, source.Options{Connection: secretOf(conn), Store: fileStore(t), Settings: source.Settings{
+			Prefetch: prefetch, Batch: source.Batch{MaxEvents: 1}, CustomEndpoint: proxy.addr,
+			LoadBalancing: source.LoadBalancing{Strategy: "greedy", UpdateInterval: time.Second, OwnershipExpiration: 2 * time.Minute}}})
+		var read atomic.Int64
+		stop := make(chan struct{})
+		r := run(t, ctx, src, func(ctx context.Context, p *source.Partition) error {
+			for {
+				evs, err := p.Receive(ctx)
+				if err != nil {
+					return err
+				}
+				if len(evs) > 0 {
+					read.Add(1)
+					select { // read one event, then hold what the link prefetched
+					case <-stop:
+					case <-ctx.Done():
+					}
+					return nil
+				}
+			}
+		})
+		for read.Load() < parts && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		// Wait until the emulator sends nothing more: every link holds its
+		// prefetch.
+		for last := int64(-1); proxy.received.Load() != last && ctx.Err() == nil; {
+			last = proxy.received.Load()
+			time.Sleep(time.Second)
+		}
+		close(stop)
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if err := src.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return proxy.received.Load()
+	}
+	auto, fixed := held(0), held(2000)
+	t.Logf("bytes the emulator sent with every partition read once: %d at the default, %d at a prefetch of 2,000", auto, fixed)
+	if float64(auto) > 0.7*float64(fixed) {
+		t.Errorf("the emulator sent %d bytes at the default prefetch, %d at 2,000: want at most 0.7 of it (1,000 per partition of %d)", auto, fixed, parts)
+	}
+}
+
 // countingProxy forwards TCP connections to a target and counts the
 // bytes the target sends back.
 type countingProxy struct {

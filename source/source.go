@@ -32,17 +32,18 @@ const closeTimeout = 10 * time.Second
 // start it with [Source.Run], release it with [Source.Close]. Its methods
 // are safe for concurrent use; Run may be called once.
 type Source struct {
-	opts    Options
-	policy  policy
-	client  *azeventhubs.ConsumerClient
-	props   *propsClient // partition-properties calls, on a connection of their own
-	readers *readerPool  // connections partitions are received on; nil: the processor's
-	ns      string       // fully qualified namespace as the SDK sees it (host[:port])
-	hub     string
-	owner   string
-	log     *slog.Logger
-	started atomic.Bool
-	closed  atomic.Bool
+	opts     Options
+	policy   policy
+	client   *azeventhubs.ConsumerClient
+	props    *propsClient // partition-properties calls, on a connection of their own
+	readers  *readerPool  // connections partitions are received on; nil: the processor's
+	prefetch int          // of each partition's link: Settings.PrefetchFor the partitions at New
+	ns       string       // fully qualified namespace as the SDK sees it (host[:port])
+	hub      string
+	owner    string
+	log      *slog.Logger
+	started  atomic.Bool
+	closed   atomic.Bool
 
 	lastMu sync.Mutex       // guards last
 	last   map[string]int64 // the last enqueued sequence number each partition-properties call read, by partition
@@ -107,6 +108,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.prefetch = opts.PrefetchFor(partitions)
 	if n := opts.ConnectionsFor(partitions); n > 1 {
 		if s.readers, err = s.newReaders(ctx, n); err != nil {
 			return nil, err
@@ -619,7 +621,7 @@ func (s *Source) claimPrefetch(def azeventhubs.StartPosition, per map[string]aze
 		readable = readable || latest(p)
 	}
 	if readable {
-		return int32(s.opts.Prefetch)
+		return int32(s.prefetch)
 	}
 	return -1
 }

@@ -98,8 +98,9 @@ func TestLoadExample(t *testing.T) {
 		t.Fatalf("%d connectors", len(c.Connectors))
 	}
 	o := c.Connectors[0]
+	// Prefetch stays 0: the source spreads it over the hub's partitions.
 	if o.Source.Batch != (source.Batch{MaxEvents: 200, MaxWait: 500 * time.Millisecond, MinEvents: 1}) ||
-		o.Source.ConsumerGroup != "$Default" || o.Source.Prefetch != 2000 ||
+		o.Source.ConsumerGroup != "$Default" || o.Source.Prefetch != 0 ||
 		!reflect.DeepEqual(o.Source.StartPartitions, map[string]string{"0": "latest", "1": "seq:42"}) {
 		t.Errorf("orders source = %+v", o.Source)
 	}
@@ -328,7 +329,7 @@ func TestLoadMinimalDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c.Connectors[0]
-	want := SourceSpec{Connection: "emulator", EventHub: "orders", Settings: source.Settings{ConsumerGroup: "$Default", Start: "earliest", OnInvalidCheckpoint: "fail", Batch: source.Batch{MaxEvents: 2000, MaxWait: time.Second, MinEvents: 1}, Prefetch: 2000, LoadBalancing: source.LoadBalancing{Strategy: "balanced", UpdateInterval: 10 * time.Second, OwnershipExpiration: time.Minute}}}
+	want := SourceSpec{Connection: "emulator", EventHub: "orders", Settings: source.Settings{ConsumerGroup: "$Default", Start: "earliest", OnInvalidCheckpoint: "fail", Batch: source.Batch{MaxEvents: 2000, MaxWait: time.Second, MinEvents: 1}, LoadBalancing: source.LoadBalancing{Strategy: "balanced", UpdateInterval: 10 * time.Second, OwnershipExpiration: time.Minute}}}
 	if !reflect.DeepEqual(s.Source, want) {
 		t.Errorf("source:\n got %+v\nwant %+v", s.Source, want)
 	}

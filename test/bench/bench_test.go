@@ -39,7 +39,7 @@ const (
 	defaultEvents   = 1_000_000 // EVENTS: the backlog, rounded up to a multiple of 4
 	defaultDrains   = 3         // DRAINS: raw SDK drains, of which the median is the ceiling
 	defaultRawBatch = 5000      // RAW_BATCH: rows per COPY and per merge transaction of the raw baselines
-	sourceBatch     = 2000      // the source's default max_events and prefetch: the raw drain uses them
+	sourceBatch     = 2000      // the source's default max_events, and its default prefetch at 4 partitions: the raw drain uses them
 	pollInterval    = 20 * time.Millisecond
 )
 
