@@ -419,7 +419,7 @@ func TestPrintRedactsAndRoundTrips(t *testing.T) {
 			t.Errorf("Print shows %q:\n%s", leak, out)
 		}
 	}
-	for _, want := range []string{"connection: '***'", "connection: emulator", "dsn: '***'", "type: fake", "batch_bytes: 64MiB", "max_wait: 500ms", "prefetch: 2000", "consumer_group: $Default"} {
+	for _, want := range []string{"connection: '***'", "connection: emulator", "dsn: '***'", "type: fake", "batch_bytes: 64MiB", "max_wait: 500ms", "prefetch: 0", "consumer_group: $Default"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("Print lacks %q:\n%s", want, out)
 		}
