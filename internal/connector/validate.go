@@ -6,7 +6,6 @@ import (
 	"github.com/ehsink/ehsink/internal/connstr"
 	"maps"
 	"net"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -166,19 +165,8 @@ func (c *CheckpointSpec) validate(path string, p *problems) {
 	}
 	if b := c.Blob; b != nil {
 		bp := path + ".blob"
-		switch {
-		case b.Connection == "" && b.AccountURL == "":
-			p.add(bp+".connection", "required: set connection (a storage connection string) or account_url")
-		case b.Connection != "" && b.AccountURL != "":
-			p.add(bp+".account_url", "set connection or account_url, not both")
-		case b.Connection != "":
-			if err := connstr.Storage(b.Connection.Reveal()); err != nil {
-				p.add(bp+".connection", "%v", err)
-			}
-		case b.AccountURL != "":
-			if u, err := url.Parse(b.AccountURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				p.add(bp+".account_url", "%s: write https://ACCOUNT.blob.core.windows.net", config.Quote(b.AccountURL))
-			}
+		if field, err := connstr.Blob(b.Connection.Reveal(), b.AccountURL); err != nil {
+			p.add(bp+"."+field, "%v", err)
 		}
 		switch {
 		case b.Container == "":

@@ -1,7 +1,9 @@
 // Package connstr is the one parser of each connection-string kind ehsink
 // takes: Event Hubs (source.connection), Azure Storage
-// (checkpoint.blob.connection, a Parquet sink's blob.connection) and
-// PostgreSQL (a postgres sink's dsn). `validate` and `run` both call it,
+// (checkpoint.blob.connection, a Blob sink's blob.connection) and
+// PostgreSQL (a postgres sink's dsn), and the one place a Blob container's
+// client is built from a connection string or an account URL with Entra
+// ID ([Blob], [BlobContainer]). `validate` and `run` both call it,
 // and run builds its clients from what it returns, so validate refuses
 // exactly the strings run would. Errors never quote the string: it holds a
 // key.

@@ -41,6 +41,7 @@ const installHint = "run `make tools` (test/scripts/install-tools.sh) to install
 type AzuriteInstance struct {
 	bin       string
 	location  string // data directory ("" = memory only)
+	tlsDir    string // holds cert.pem and key.pem of an HTTPS instance that checks tokens ("" = http)
 	port      int
 	container atomic.Int64 // counter for ContainerName
 	mu        sync.Mutex   // guards proc
@@ -131,14 +132,18 @@ func (a *AzuriteInstance) Port() int {
 // BlobEndpoint is the account's Blob endpoint URL (path-style, as Azurite
 // expects): http://127.0.0.1:PORT/devstoreaccount1.
 func (a *AzuriteInstance) BlobEndpoint() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/%s", a.Port(), AzuriteAccountName)
+	scheme := "http"
+	if a.tlsDir != "" {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://127.0.0.1:%d/%s", scheme, a.Port(), AzuriteAccountName)
 }
 
 // ConnectionString is a storage connection string for the well-known
 // development account on this instance.
 func (a *AzuriteInstance) ConnectionString() string {
-	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s;",
-		AzuriteAccountName, AzuriteAccountKey, a.BlobEndpoint())
+	return fmt.Sprintf("DefaultEndpointsProtocol=%s;AccountName=%s;AccountKey=%s;BlobEndpoint=%s;",
+		strings.SplitN(a.BlobEndpoint(), ":", 2)[0], AzuriteAccountName, AzuriteAccountKey, a.BlobEndpoint())
 }
 
 var containerNameInvalid = regexp.MustCompile(`[^a-z0-9]+`)
@@ -184,7 +189,7 @@ func (a *AzuriteInstance) Start() error {
 			return nil
 		}
 	}
-	p, port, err := startAzuriteProc(a.bin, a.port, a.location)
+	p, port, err := startAzuriteProc(a.bin, a.port, a.location, a.tlsDir)
 	if err != nil {
 		return err
 	}
@@ -251,8 +256,9 @@ func startAzurite(bin string) (*AzuriteInstance, error) {
 }
 
 // azuriteArgs are the flags Azurite runs with: blob only on port (0: any
-// free one), in memory unless location is set.
-func azuriteArgs(bin string, port int, location string) []string {
+// free one), in memory unless location is set, over HTTPS with tokens
+// checked when tlsDir is set.
+func azuriteArgs(bin string, port int, location, tlsDir string) []string {
 	args := []string{
 		"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),
 		// The azblob SDK sends a service version newer than Azurite knows.
@@ -268,6 +274,9 @@ func azuriteArgs(bin string, port int, location string) []string {
 	} else {
 		args = append(args, "--location", location)
 	}
+	if tlsDir != "" {
+		args = append(args, "--oauth", "basic", "--cert", filepath.Join(tlsDir, "cert.pem"), "--key", filepath.Join(tlsDir, "key.pem"))
+	}
 	if filepath.Base(bin) == "azurite" {
 		// The all-services binary would otherwise take the fixed queue and
 		// table ports and collide with another test binary.
@@ -277,14 +286,15 @@ func azuriteArgs(bin string, port int, location string) []string {
 }
 
 // startAzuriteProc starts bin on port (0: the kernel picks one, and
-// Azurite prints it), keeping data in location ("" = memory only), and
-// returns once the port accepts TCP connections.
-func startAzuriteProc(bin string, port int, location string) (*azuriteProc, int, error) {
+// Azurite prints it), keeping data in location ("" = memory only), over
+// HTTPS with the certificate in tlsDir if set, and returns once the port
+// accepts TCP connections.
+func startAzuriteProc(bin string, port int, location, tlsDir string) (*azuriteProc, int, error) {
 	workdir, err := os.MkdirTemp("", "ehsink-azurite-")
 	if err != nil {
 		return nil, 0, fmt.Errorf("azurite: %w", err)
 	}
-	args := azuriteArgs(bin, port, location)
+	args := azuriteArgs(bin, port, location, tlsDir)
 
 	proc := &azuriteProc{done: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
 	stdout, started := make(chan io.ReadCloser, 1), make(chan error, 1)

@@ -3,7 +3,6 @@ package delta
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -255,19 +254,8 @@ func (c *sinkConfig) Validate() error {
 		}
 	}
 	if cc.Blob != nil {
-		switch b := cc.Blob; {
-		case b.Connection == "" && b.AccountURL == "":
-			fe("blob.connection", errors.New("required, or blob.account_url"))
-		case b.Connection != "" && b.AccountURL != "":
-			fe("blob.account_url", errors.New("set either connection or account_url, not both"))
-		case b.Connection != "":
-			if err := connstr.Storage(b.Connection.Reveal()); err != nil {
-				fe("blob.connection", err)
-			}
-		default:
-			if u, err := url.Parse(b.AccountURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
-				fe("blob.account_url", errors.New("want the account's Blob endpoint, https://ACCOUNT.blob.core.windows.net"))
-			}
+		if field, err := connstr.Blob(cc.Blob.Connection.Reveal(), cc.Blob.AccountURL); err != nil {
+			fe("blob."+field, err)
 		}
 		if cc.Blob.Container == "" {
 			fe("blob.container", errors.New("required"))

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/google/uuid"
 	pq "github.com/parquet-go/parquet-go"
@@ -189,20 +188,9 @@ func openStore(ctx context.Context, c *sinkConfig) (deltalog.Store, error) {
 	// The transport closes a half-open connection in seconds (package
 	// netdial); the writer's calls carry the runner's deadline.
 	opts.Transport = netdial.HTTPClient()
-	var client *container.Client
-	if c.Blob.AccountURL != "" {
-		cred, err := azidentity.NewDefaultAzureCredential(nil)
-		if err != nil {
-			return nil, fmt.Errorf("blob.account_url: Entra ID credential: %w", err)
-		}
-		if client, err = container.NewClient(strings.TrimSuffix(c.Blob.AccountURL, "/")+"/"+c.Blob.Container, cred, opts); err != nil {
-			return nil, fmt.Errorf("blob.account_url: %w", err)
-		}
-	} else {
-		var err error
-		if client, err = connstr.ContainerClient(c.Blob.Connection.Reveal(), c.Blob.Container, opts); err != nil {
-			return nil, fmt.Errorf("blob.connection: %w", err)
-		}
+	client, err := connstr.BlobContainer(c.Blob.Connection.Reveal(), c.Blob.AccountURL, c.Blob.Container, opts)
+	if err != nil {
+		return nil, fmt.Errorf("blob.%w", err)
 	}
 	if _, err := client.GetProperties(ctx, nil); err != nil {
 		return nil, fmt.Errorf("blob container %s: %w", c.Blob.Container, sinks.Transient(err))

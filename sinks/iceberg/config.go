@@ -172,8 +172,14 @@ type warehouseConfig struct {
 
 // blobConfig says which Blob container holds the warehouse.
 type blobConfig struct {
-	// Connection is a storage connection string. Required.
+	// Connection is a storage connection string. Required unless
+	// AccountURL is set.
 	Connection secret.String `yaml:"connection"`
+	// AccountURL is the account's Blob endpoint,
+	// https://ACCOUNT.blob.core.windows.net, reached with Entra ID
+	// (azidentity.DefaultAzureCredential: a managed identity, workload
+	// identity, environment or Azure CLI login), instead of Connection.
+	AccountURL string `yaml:"account_url"`
 	// Container holds the files; it must exist. Required.
 	Container string `yaml:"container"`
 	// Path is the folder in the container under which tables go. If
@@ -402,12 +408,10 @@ func (c *sinkConfig) Validate() error {
 		fe("warehouse.blob", errors.New("set either dir or blob, not both"))
 	}
 	if w.Blob != nil {
-		if w.Blob.Connection == "" {
-			fe("warehouse.blob.connection", errors.New("required"))
-		} else if err := connstr.Storage(w.Blob.Connection.Reveal()); err != nil {
-			fe("warehouse.blob.connection", err)
-		} else if _, _, err := blobAccount(w.Blob.Connection.Reveal()); err != nil {
-			fe("warehouse.blob.connection", err)
+		if field, err := connstr.Blob(w.Blob.Connection.Reveal(), w.Blob.AccountURL); err != nil {
+			fe("warehouse.blob."+field, err)
+		} else if _, _, err := w.Blob.account(); err != nil {
+			fe("warehouse.blob."+w.Blob.field(), err)
 		}
 		if w.Blob.Container == "" {
 			fe("warehouse.blob.container", errors.New("required"))
@@ -590,18 +594,53 @@ func (c *sinkConfig) warehouseLocation() (string, map[string]string, error) {
 		}
 		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil, nil
 	case w.Blob != nil:
-		conn := w.Blob.Connection.Reveal()
-		account, _, err := blobAccount(conn)
+		account, props, err := w.Blob.account()
 		if err != nil {
-			return "", nil, fmt.Errorf("warehouse.blob.connection: %w", err)
+			return "", nil, fmt.Errorf("warehouse.blob.%s: %w", w.Blob.field(), err)
 		}
 		loc := fmt.Sprintf("abfs://%s@%s.dfs.core.windows.net", w.Blob.Container, account)
 		if p := strings.Trim(w.Blob.Path, "/"); p != "" {
 			loc += "/" + p
 		}
-		return loc, map[string]string{"adls.connection-string." + account: conn}, nil
+		return loc, props, nil
 	}
 	return "", nil, nil
+}
+
+// account returns the storage account of b and the io properties that
+// reach it: its connection string, or with an account URL the endpoint
+// that iceberg-go reaches with Entra ID (its DefaultAzureCredential, as
+// the other sinks' account_url): ACCOUNT.DOMAIN, or on a loopback host
+// the emulator's path-style HOST:PORT/ACCOUNT.
+func (b *blobConfig) account() (string, map[string]string, error) {
+	if b.AccountURL == "" {
+		conn := b.Connection.Reveal()
+		account, _, err := blobAccount(conn)
+		if err != nil {
+			return "", nil, err
+		}
+		return account, map[string]string{"adls.connection-string." + account: conn}, nil
+	}
+	u, err := url.Parse(b.AccountURL)
+	if err != nil {
+		return "", nil, err
+	}
+	account, domain, _ := strings.Cut(u.Host, ".")
+	if p := strings.Trim(u.Path, "/"); p != "" { // the emulator's path-style endpoint
+		account, domain = p, u.Host
+	}
+	if account == "" || domain == "" {
+		return "", nil, errors.New("want https://ACCOUNT.blob.core.windows.net")
+	}
+	return account, map[string]string{"adls.endpoint": domain, "adls.protocol": u.Scheme}, nil
+}
+
+// field names the setting b reaches its account with.
+func (b *blobConfig) field() string {
+	if b.AccountURL != "" {
+		return "account_url"
+	}
+	return "connection"
 }
 
 // blobAccount returns the account name of a storage connection string, and

@@ -87,8 +87,14 @@ type routeConfig struct {
 
 // blobConfig says which Blob container receives the files.
 type blobConfig struct {
-	// Connection is a storage connection string. Required.
+	// Connection is a storage connection string. Required unless
+	// AccountURL is set.
 	Connection secret.String `yaml:"connection"`
+	// AccountURL is the account's Blob endpoint,
+	// https://ACCOUNT.blob.core.windows.net, reached with Entra ID
+	// (azidentity.DefaultAzureCredential: a managed identity, workload
+	// identity, environment or Azure CLI login), instead of Connection.
+	AccountURL string `yaml:"account_url"`
 	// Container holds the files; it is created if missing. Required.
 	Container string `yaml:"container"`
 	// SpoolDir holds each open file until it is uploaded at commit. If
@@ -160,10 +166,8 @@ func (c *sinkConfig) Validate() error {
 		fe("blob", errors.New("set either dir or blob, not both"))
 	}
 	if cc.Blob != nil {
-		if cc.Blob.Connection == "" {
-			fe("blob.connection", errors.New("required"))
-		} else if err := connstr.Storage(cc.Blob.Connection.Reveal()); err != nil {
-			fe("blob.connection", err)
+		if field, err := connstr.Blob(cc.Blob.Connection.Reveal(), cc.Blob.AccountURL); err != nil {
+			fe("blob."+field, err)
 		}
 		if cc.Blob.Container == "" {
 			fe("blob.container", errors.New("required"))

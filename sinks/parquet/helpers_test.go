@@ -88,7 +88,7 @@ func blobDestination(t *testing.T) destination {
 	name := az.ContainerName(t)
 	spool := t.TempDir()
 	conn := az.ConnectionString()
-	client, err := newBlobClient(conn, name)
+	client, err := newBlobClient(&blobConfig{Connection: secret.String(conn), Container: name})
 	if err != nil {
 		t.Fatal(err)
 	}

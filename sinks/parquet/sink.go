@@ -116,7 +116,7 @@ func newParquetSink(ctx context.Context, cfg *sinkConfig, info sinks.Info) (*sin
 		s.sel = routing.NewSelector(conds, names)
 	}
 	if c.Blob != nil {
-		client, err := newBlobClient(c.Blob.Connection.Reveal(), c.Blob.Container)
+		client, err := newBlobClient(c.Blob)
 		if err != nil {
 			return nil, fmt.Errorf("parquet sink of connector %q: %w", info.Connector, err)
 		}

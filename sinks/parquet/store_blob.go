@@ -56,14 +56,19 @@ func newBlobStore(ctx context.Context, client *container.Client, name, spoolDir 
 	return s, nil
 }
 
-// newBlobClient builds the container client from a storage connection string.
-func newBlobClient(connection, containerName string) (*container.Client, error) {
+// newBlobClient builds the container client from a storage connection
+// string or, with Entra ID, the account's URL.
+func newBlobClient(c *blobConfig) (*container.Client, error) {
 	// The transport closes a half-open connection in seconds (package
 	// netdial); the writer's calls carry the runner's deadline.
 	opts := &container.ClientOptions{}
 	opts.Transport = netdial.HTTPClient()
 	// The one parser validate runs too; its errors never quote the key.
-	return connstr.ContainerClient(connection, containerName, opts)
+	cc, err := connstr.BlobContainer(c.Connection.Reveal(), c.AccountURL, c.Container, opts)
+	if err != nil {
+		return nil, fmt.Errorf("blob.%w", err)
+	}
+	return cc, nil
 }
 
 func (s *blobStore) String() string { return "blob container " + s.container }

@@ -40,11 +40,14 @@ type replica struct {
 	logs []string
 }
 
-func startReplica(t *testing.T, name, cfg string) *replica {
+func startReplica(t *testing.T, name, cfg string, env ...string) *replica {
 	t.Helper()
 	r := &replica{name: name, done: make(chan struct{})}
 	r.cmd = exec.Command(binary, "run", "-c", cfg, "--log-level", "info")
 	r.cmd.Dir = filepath.Dir(cfg)
+	if len(env) > 0 {
+		r.cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
