@@ -18,7 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 )
@@ -103,12 +103,16 @@ func writeSelfSigned(dir string) error {
 // ManagedIdentity serves Entra ID tokens as App Service's managed
 // identity endpoint does, and returns the environment that points
 // azidentity's DefaultAzureCredential at it (IDENTITY_ENDPOINT and
-// IDENTITY_HEADER), with the count of tokens it issued. A token names
+// IDENTITY_HEADER), with the count of tokens it issued for a resource
+// (https://storage.azure.com, https://eventhubs.azure.net). A token names
 // the resource asked for as its audience; it is not signed, which
 // [NewAzuriteOAuth] does not check. The server stops when t ends.
-func ManagedIdentity(t testing.TB) (env []string, issued *atomic.Int64) {
+func ManagedIdentity(t testing.TB) (env []string, issued func(resource string) int) {
 	t.Helper()
-	issued = new(atomic.Int64)
+	var (
+		mu     sync.Mutex
+		counts = map[string]int{}
+	)
 	const header = "testenv-identity-header"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		resource := r.URL.Query().Get("resource")
@@ -116,7 +120,9 @@ func ManagedIdentity(t testing.TB) (env []string, issued *atomic.Int64) {
 			http.Error(w, "want X-IDENTITY-HEADER and resource", http.StatusBadRequest)
 			return
 		}
-		issued.Add(1)
+		mu.Lock()
+		counts[trimSlash(resource)]++
+		mu.Unlock()
 		exp := time.Now().Add(time.Hour)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{
@@ -125,7 +131,11 @@ func ManagedIdentity(t testing.TB) (env []string, issued *atomic.Int64) {
 		})
 	}))
 	t.Cleanup(srv.Close)
-	return []string{"IDENTITY_ENDPOINT=" + srv.URL + "/msi/token", "IDENTITY_HEADER=" + header}, issued
+	return []string{"IDENTITY_ENDPOINT=" + srv.URL + "/msi/token", "IDENTITY_HEADER=" + header}, func(resource string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return counts[trimSlash(resource)]
+	}
 }
 
 // unsignedJWT is a token for audience, issued by a fixed tenant.

@@ -37,8 +37,8 @@ func TestAzuriteOAuthTakesManagedIdentityTokens(t *testing.T) {
 	if _, err := c.Create(ctx, nil); err != nil {
 		t.Fatalf("create with a managed identity's token: %v", err)
 	}
-	if issued.Load() == 0 {
-		t.Fatal("the managed identity endpoint issued no token")
+	if issued("https://storage.azure.com") == 0 {
+		t.Fatal("the managed identity endpoint issued no token for storage")
 	}
 	wrong, err := container.NewClient(az.BlobEndpoint()+"/"+az.ContainerName(t), audienceCredential("https://vault.azure.net"), opts)
 	if err != nil {

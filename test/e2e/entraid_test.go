@@ -25,23 +25,33 @@ import (
 	"github.com/ehsink/ehsink/internal/testenv"
 )
 
-// TestEntraIDBlob: with account_url instead of a connection string, the
-// checkpoint store, a Parquet sink and a Delta sink reach Blob Storage
-// with Entra ID: azidentity's DefaultAzureCredential in the ehsink
-// process finds a managed identity (the App Service kind, served by the
-// test) and sends its tokens to an HTTPS Azurite that checks them. Every
-// event lands once in each sink, and the checkpoints are written. The
-// same run without the identity's endpoint fails to reach the container
-// (the tokens are what let it in).
-func TestEntraIDBlob(t *testing.T) {
+// TestEntraID: a configuration without a key. The source reaches the hub
+// by its namespace, and the checkpoint store and the Parquet, Delta and
+// Iceberg sinks reach Blob Storage by account_url, all with Entra ID:
+// azidentity's DefaultAzureCredential in the ehsink process finds a
+// managed identity (the App Service kind, served by the test) and sends
+// its tokens to an HTTPS Azurite that checks them. Every event lands once
+// in each sink, and the checkpoints are written. The same run without the
+// identity's endpoint writes nothing (the tokens are what let it in).
+func TestEntraID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	const parts, events = 4, 200
-	srv := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: parts, ConsumerGroups: []string{"delta", "iceberg"}}}})
+	srv := emulatortest.Start(t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", Partitions: parts, ConsumerGroups: []string{"delta", "iceberg"}}},
+		TLS: &emulator.TLSOptions{}})
 	conn := srv.ConnectionString("orders")
 	az := testenv.NewAzuriteOAuth(t)
 	identity, issued := testenv.ManagedIdentity(t)
-	env := append([]string{"SSL_CERT_FILE=" + az.CertFile()}, identity...)
+	// The child trusts Azurite's certificate and the emulator's authority.
+	azCert, err := os.ReadFile(az.CertFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs := filepath.Join(t.TempDir(), "certs.pem")
+	if err := os.WriteFile(certs, append(azCert, srv.CertificatePEM()...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append([]string{"SSL_CERT_FILE=" + certs}, identity...)
 
 	producer, err := azeventhubs.NewProducerClientFromConnectionString(conn, "", nil)
 	if err != nil {
@@ -57,10 +67,16 @@ func TestEntraIDBlob(t *testing.T) {
 	blob := func(container string) string {
 		return `{account_url: "` + az.BlobEndpoint() + `", container: ` + container + `}`
 	}
+	// The source reaches the hub by its namespace with Entra ID, over
+	// AMQPS to the emulator's TLS listener (custom_endpoint, as a private
+	// endpoint): the emulator takes any token when it has no keys, so what
+	// shows the source used the identity is the token it asked for.
 	source := func(group string) string {
 		return `
     source:
-      connection: "` + conn + `"
+      namespace: ehsink-e2e.servicebus.windows.net
+      eventhub: orders
+      custom_endpoint: "` + srv.TLSAddr() + `"
       consumer_group: ` + group + `
       start: earliest
       batch: {max_events: 50, max_wait: 200ms}
@@ -100,7 +116,7 @@ connectors:
 
 	// Without the identity, DefaultAzureCredential finds none: the
 	// connectors fail or wait, and nothing lands.
-	nothing := startReplica(t, "no-identity", cfg, "SSL_CERT_FILE="+az.CertFile(), "IDENTITY_ENDPOINT=", "IDENTITY_HEADER=")
+	nothing := startReplica(t, "no-identity", cfg, "SSL_CERT_FILE="+certs, "IDENTITY_ENDPOINT=", "IDENTITY_HEADER=")
 	waitUntil(t, ctx, "the replica without an identity to say it has no credential", func() bool {
 		nothing.mu.Lock()
 		defer nothing.mu.Unlock()
@@ -157,10 +173,11 @@ connectors:
 	if cps := blobNames(t, ctx, keys("checkpoints"), ""); !slices2Contains(cps, "/checkpoint/") || !slices2Contains(cps, "/ownership/") {
 		t.Errorf("checkpoint container holds %v: want ownership and checkpoint blobs", cps)
 	}
-	if issued.Load() == 0 {
-		t.Error("the managed identity issued no token")
+	for _, resource := range []string{"https://storage.azure.com", "https://eventhubs.azure.net"} {
+		if issued(resource) == 0 {
+			t.Errorf("the managed identity issued no token for %s", resource)
+		}
 	}
-	t.Logf("managed identity tokens issued: %d", issued.Load())
 }
 
 // keyClients returns, per container, a client of az with its shared key,
