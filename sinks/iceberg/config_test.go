@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -142,5 +143,28 @@ func TestExistingTableMustFit(t *testing.T) {
 				t.Fatalf("New: %v, want an error naming lake.orders and containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestWarehouseAccountURL: a warehouse reached by account_url gives
+// iceberg-go the account's endpoint and no connection string (so its Azure
+// IO uses DefaultAzureCredential), for Azure's account host and for the
+// emulator's path-style account; the table location is the account's
+// abfs:// URL either way.
+func TestWarehouseAccountURL(t *testing.T) {
+	for _, c := range []struct{ url, loc, endpoint, protocol string }{
+		{"https://acct.blob.core.windows.net", "abfs://wh@acct.dfs.core.windows.net/tables", "blob.core.windows.net", "https"},
+		{"https://acct.blob.core.usgovcloudapi.net/", "abfs://wh@acct.dfs.core.windows.net/tables", "blob.core.usgovcloudapi.net", "https"},
+		{"https://127.0.0.1:10000/devstoreaccount1", "abfs://wh@devstoreaccount1.dfs.core.windows.net/tables", "127.0.0.1:10000", "https"},
+	} {
+		cfg := &sinkConfig{Warehouse: warehouseConfig{Blob: &blobConfig{AccountURL: c.url, Container: "wh", Path: "/tables/"}}}
+		loc, props, err := cfg.warehouseLocation()
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		want := map[string]string{"adls.endpoint": c.endpoint, "adls.protocol": c.protocol}
+		if loc != c.loc || !maps.Equal(props, want) {
+			t.Errorf("%s: location %q, props %v; want %q, %v", c.url, loc, props, c.loc, want)
+		}
 	}
 }
