@@ -598,7 +598,14 @@ func (c *sinkConfig) warehouseLocation() (string, map[string]string, error) {
 		if err != nil {
 			return "", nil, fmt.Errorf("warehouse.blob.%s: %w", w.Blob.field(), err)
 		}
-		loc := fmt.Sprintf("abfs://%s@%s.dfs.core.windows.net", w.Blob.Container, account)
+		// Readers of the table (Spark, Trino, Fabric) resolve the abfs://
+		// location themselves: it names the account's DFS endpoint in its
+		// cloud, which an account URL of another cloud gives.
+		dfs := "dfs.core.windows.net"
+		if d, ok := strings.CutPrefix(props["adls.endpoint"], "blob."); ok {
+			dfs = "dfs." + d
+		}
+		loc := fmt.Sprintf("abfs://%s@%s.%s", w.Blob.Container, account, dfs)
 		if p := strings.Trim(w.Blob.Path, "/"); p != "" {
 			loc += "/" + p
 		}

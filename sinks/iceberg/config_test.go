@@ -150,11 +150,11 @@ func TestExistingTableMustFit(t *testing.T) {
 // iceberg-go the account's endpoint and no connection string (so its Azure
 // IO uses DefaultAzureCredential), for Azure's account host and for the
 // emulator's path-style account; the table location is the account's
-// abfs:// URL either way.
+// abfs:// URL in the account URL's cloud.
 func TestWarehouseAccountURL(t *testing.T) {
 	for _, c := range []struct{ url, loc, endpoint, protocol string }{
 		{"https://acct.blob.core.windows.net", "abfs://wh@acct.dfs.core.windows.net/tables", "blob.core.windows.net", "https"},
-		{"https://acct.blob.core.usgovcloudapi.net/", "abfs://wh@acct.dfs.core.windows.net/tables", "blob.core.usgovcloudapi.net", "https"},
+		{"https://acct.blob.core.usgovcloudapi.net/", "abfs://wh@acct.dfs.core.usgovcloudapi.net/tables", "blob.core.usgovcloudapi.net", "https"},
 		{"https://127.0.0.1:10000/devstoreaccount1", "abfs://wh@devstoreaccount1.dfs.core.windows.net/tables", "127.0.0.1:10000", "https"},
 	} {
 		cfg := &sinkConfig{Warehouse: warehouseConfig{Blob: &blobConfig{AccountURL: c.url, Container: "wh", Path: "/tables/"}}}
