@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -170,7 +171,11 @@ connectors:
 	if n := icebergRecords(t, ctx, keys("iceberg")); n != events {
 		t.Errorf("iceberg: the current snapshot counts %d records, want %d", n, events)
 	}
-	if cps := blobNames(t, ctx, keys("checkpoints"), ""); !slices2Contains(cps, "/checkpoint/") || !slices2Contains(cps, "/ownership/") {
+	cps := blobNames(t, ctx, keys("checkpoints"), "")
+	has := func(part string) bool {
+		return slices.ContainsFunc(cps, func(n string) bool { return strings.Contains(n, part) })
+	}
+	if !has("/checkpoint/") || !has("/ownership/") {
 		t.Errorf("checkpoint container holds %v: want ownership and checkpoint blobs", cps)
 	}
 	for _, resource := range []string{"https://storage.azure.com", "https://eventhubs.azure.net"} {
@@ -219,21 +224,16 @@ func blobNames(t *testing.T, ctx context.Context, c *container.Client, suffix st
 // download reads one blob whole.
 func download(t *testing.T, ctx context.Context, c *container.Client, name string) []byte {
 	t.Helper()
-	buf := make([]byte, 0, 1<<16)
 	resp, err := c.NewBlobClient(name).DownloadStream(ctx, nil)
 	if err != nil {
 		t.Fatalf("download %s: %v", name, err)
 	}
 	defer resp.Body.Close()
-	b := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(b)
-		buf = append(buf, b[:n]...)
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("download %s: %v", name, err)
 	}
-	return buf
+	return b
 }
 
 // orderIDs reads the order_id column of a Parquet file.
@@ -315,13 +315,4 @@ func icebergRecords(t *testing.T, ctx context.Context, c *container.Client) int6
 		}
 	}
 	return 0
-}
-
-func slices2Contains(names []string, part string) bool {
-	for _, n := range names {
-		if strings.Contains(n, part) {
-			return true
-		}
-	}
-	return false
 }
