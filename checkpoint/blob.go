@@ -9,12 +9,10 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2/checkpoints"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
@@ -111,27 +109,10 @@ func NewBlobStore(ctx context.Context, opts BlobOptions) (*BlobStore, error) {
 		co.PerRetryPolicies = append(slices.Clip(co.PerRetryPolicies), requestCounter(opts.OnRequest))
 	}
 	opts.ClientOptions = &co
-	switch {
-	case opts.Connection != "" && opts.AccountURL != "":
-		return nil, fmt.Errorf("checkpoint: blob container %s: set a connection string or an account URL, not both", opts.Container)
-	case opts.Connection != "":
-		// The one parser validate runs too; its errors never quote the key.
-		if cc, err = connstr.ContainerClient(opts.Connection.Reveal(), opts.Container, opts.ClientOptions); err != nil {
-			return nil, fmt.Errorf("checkpoint: blob container %s: %w", opts.Container, err)
-		}
-	case opts.AccountURL != "":
-		cred := opts.Credential
-		if cred == nil {
-			if cred, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
-				return nil, fmt.Errorf("checkpoint: blob container %s: credential: %w", opts.Container, err)
-			}
-		}
-		url := strings.TrimSuffix(opts.AccountURL, "/") + "/" + opts.Container
-		if cc, err = container.NewClient(url, cred, opts.ClientOptions); err != nil {
-			return nil, fmt.Errorf("checkpoint: blob container %s: %w", url, err)
-		}
-	default:
-		return nil, fmt.Errorf("checkpoint: blob container %s: a connection string or an account URL is required", opts.Container)
+	// One builder and one check for every Blob container ehsink reaches
+	// (validate runs the same check); its errors never quote the key.
+	if cc, err = connstr.BlobContainer(opts.Connection.Reveal(), opts.AccountURL, opts.Container, opts.Credential, opts.ClientOptions); err != nil {
+		return nil, fmt.Errorf("checkpoint: blob container %s: %w", opts.Container, err)
 	}
 
 	_, err = cc.Create(ctx, nil)

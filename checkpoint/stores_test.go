@@ -173,6 +173,32 @@ func TestNewBlobStoreCreatesContainer(t *testing.T) {
 	}
 }
 
+// TestBlobStoreWithCredential: a store given an account URL and a
+// Credential takes its tokens to a Blob service that checks them: it
+// creates its container and keeps ownership there; a credential for
+// another audience is refused.
+func TestBlobStoreWithCredential(t *testing.T) {
+	az := testenv.NewAzuriteOAuth(t)
+	ctx := context.Background()
+	opts := func(audience string) checkpoint.BlobOptions {
+		return checkpoint.BlobOptions{AccountURL: az.BlobEndpoint(), Container: az.ContainerName(t),
+			Credential:    testenv.Credential(audience),
+			ClientOptions: &container.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: az.HTTPClient(t)}}}
+	}
+	store, err := checkpoint.NewBlobStore(ctx, opts("https://storage.azure.com"))
+	if err != nil {
+		t.Fatalf("NewBlobStore with a storage token: %v", err)
+	}
+	claimed, err := store.ClaimOwnership(ctx, []azeventhubs.Ownership{{FullyQualifiedNamespace: testNS, EventHubName: testEH,
+		ConsumerGroup: testCG, PartitionID: "0", OwnerID: "a"}}, nil)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("ClaimOwnership with a storage token: %v, %v", claimed, err)
+	}
+	if _, err := checkpoint.NewBlobStore(ctx, opts("https://vault.azure.net")); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("NewBlobStore with a token for another audience: %v, want 403", err)
+	}
+}
+
 func TestNewBlobStoreConfigErrors(t *testing.T) {
 	const key = "c2VjcmV0LWtleS12YWx1ZQ=="
 	tests := []struct {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 )
@@ -59,11 +60,15 @@ func Blob(connection, accountURL string) (field string, err error) {
 }
 
 // BlobContainer builds the client of a Blob container reached as [Blob]
-// checked: with the storage connection string connection, or when it is
-// empty at accountURL with Entra ID (azidentity's DefaultAzureCredential:
-// environment, workload identity, managed identity, then the Azure CLI's
-// login). It does no I/O: a missing identity shows at the first request.
-func BlobContainer(connection, accountURL, containerName string, opts *container.ClientOptions) (*container.Client, error) {
+// checks it (and refuses what Blob refuses): with the storage connection
+// string connection, or at accountURL with Entra ID, cred, or when cred is
+// nil azidentity's DefaultAzureCredential (environment, workload identity,
+// managed identity, then the Azure CLI's login). It does no I/O: a missing
+// identity shows at the first request. Errors name the field.
+func BlobContainer(connection, accountURL, containerName string, cred azcore.TokenCredential, opts *container.ClientOptions) (*container.Client, error) {
+	if field, err := Blob(connection, accountURL); err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
 	if connection != "" {
 		c, err := ContainerClient(connection, containerName, opts)
 		if err != nil {
@@ -71,12 +76,11 @@ func BlobContainer(connection, accountURL, containerName string, opts *container
 		}
 		return c, nil
 	}
-	if err := AccountURL(accountURL); err != nil {
-		return nil, fmt.Errorf("account_url: %w", err)
-	}
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
-	if err != nil {
-		return nil, fmt.Errorf("account_url: Entra ID credential: %w", err)
+	if cred == nil {
+		var err error
+		if cred, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
+			return nil, fmt.Errorf("account_url: Entra ID credential: %w", err)
+		}
 	}
 	c, err := container.NewClient(strings.TrimSuffix(accountURL, "/")+"/"+containerName, cred, opts)
 	if err != nil {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,6 +22,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 )
 
 // NewAzuriteOAuth starts an Azurite instance for t alone that serves
@@ -136,6 +140,19 @@ func ManagedIdentity(t testing.TB) (env []string, issued func(resource string) i
 		defer mu.Unlock()
 		return counts[trimSlash(resource)]
 	}
+}
+
+// Credential is an Entra ID credential whose tokens are for audience
+// (https://storage.azure.com for Blob Storage), unsigned, as
+// [ManagedIdentity] issues them: for a client given its credential in
+// the test process.
+func Credential(audience string) azcore.TokenCredential { return audienceCredential(audience) }
+
+type audienceCredential string
+
+func (a audienceCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	exp := time.Now().Add(time.Hour)
+	return azcore.AccessToken{Token: unsignedJWT(string(a), exp), ExpiresOn: exp}, nil
 }
 
 // unsignedJWT is a token for audience, issued by a fixed tenant.

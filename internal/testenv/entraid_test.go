@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 )
@@ -40,19 +39,11 @@ func TestAzuriteOAuthTakesManagedIdentityTokens(t *testing.T) {
 	if issued("https://storage.azure.com") == 0 {
 		t.Fatal("the managed identity endpoint issued no token for storage")
 	}
-	wrong, err := container.NewClient(az.BlobEndpoint()+"/"+az.ContainerName(t), audienceCredential("https://vault.azure.net"), opts)
+	wrong, err := container.NewClient(az.BlobEndpoint()+"/"+az.ContainerName(t), Credential("https://vault.azure.net"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := wrong.Create(ctx, nil); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("create with a token for another audience: %v, want 403", err)
 	}
-}
-
-// audienceCredential issues tokens for a fixed audience.
-type audienceCredential string
-
-func (a audienceCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	exp := time.Now().Add(time.Hour)
-	return azcore.AccessToken{Token: unsignedJWT(string(a), exp), ExpiresOn: exp}, nil
 }

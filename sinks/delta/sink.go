@@ -188,7 +188,7 @@ func openStore(ctx context.Context, c *sinkConfig) (deltalog.Store, error) {
 	// The transport closes a half-open connection in seconds (package
 	// netdial); the writer's calls carry the runner's deadline.
 	opts.Transport = netdial.HTTPClient()
-	client, err := connstr.BlobContainer(c.Blob.Connection.Reveal(), c.Blob.AccountURL, c.Blob.Container, opts)
+	client, err := connstr.BlobContainer(c.Blob.Connection.Reveal(), c.Blob.AccountURL, c.Blob.Container, nil, opts)
 	if err != nil {
 		return nil, fmt.Errorf("blob.%w", err)
 	}

@@ -64,7 +64,7 @@ func newBlobClient(c *blobConfig) (*container.Client, error) {
 	opts := &container.ClientOptions{}
 	opts.Transport = netdial.HTTPClient()
 	// The one parser validate runs too; its errors never quote the key.
-	cc, err := connstr.BlobContainer(c.Connection.Reveal(), c.AccountURL, c.Container, opts)
+	cc, err := connstr.BlobContainer(c.Connection.Reveal(), c.AccountURL, c.Container, nil, opts)
 	if err != nil {
 		return nil, fmt.Errorf("blob.%w", err)
 	}
